@@ -1,0 +1,27 @@
+# Two commands matter: `make demo` and `make test`. Both set up the venv first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+
+.PHONY: setup demo test bench clean
+
+setup: $(VENV)/.installed
+
+# torch==2.13.0 (the CPU build on disk) is pinned in the same pip call as
+# everything else: an unpinned torch pulls a multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -e '.[capture,dev]' 'torch==2.13.0'
+	touch $@
+
+demo: setup
+	$(VENV)/bin/oracle analyze examples/gpt_2rank
+
+test: setup
+	$(VENV)/bin/pytest -q -n 2
+
+bench: setup
+	$(PY) benchmarks/bench_analyze.py
+
+clean:
+	rm -rf $(VENV) .oracle .pytest_cache

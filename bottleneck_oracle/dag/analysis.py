@@ -1,0 +1,55 @@
+"""One call from a trace to everything ``oracle analyze`` reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bottleneck_oracle.dag.build import build_graph
+from bottleneck_oracle.dag.critical_path import StepReport, check_replay, find_critical_paths, node_slack
+from bottleneck_oracle.dag.findings import Finding, find_bottlenecks
+from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.points import PointGraph, build_point_graph
+from bottleneck_oracle.dag.slow_steps import SlowStep, find_slow_steps, partial_steps
+from bottleneck_oracle.traces import Trace
+
+__all__ = ["Analysis", "analyze"]
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """The execution graph of a trace and what it says about every step.
+
+    Args:
+        graph (ExecGraph): the DAG.
+        points (PointGraph): its weighted point graph (start/end of every node).
+        steps (tuple[StepReport, ...]): one per (step, rank).
+        slow_steps (tuple[SlowStep, ...]): slowest first.
+        partial_steps (frozenset[tuple[int, int]]): (step, rank) cut short by the profiler.
+        findings (tuple[Finding, ...]): largest impact first.
+        slack_ns (np.ndarray): int64[N] slack of every node.
+    """
+
+    graph: ExecGraph
+    points: PointGraph
+    steps: tuple[StepReport, ...]
+    slow_steps: tuple[SlowStep, ...]
+    partial_steps: frozenset[tuple[int, int]]
+    findings: tuple[Finding, ...]
+    slack_ns: np.ndarray
+
+
+def analyze(trace: Trace) -> Analysis:
+    """Builds the graph of ``trace`` and finds every step's critical path, slow steps and bottlenecks."""
+    graph = build_graph(trace)
+    points = build_point_graph(graph)
+    dist, pred = check_replay(points)
+    reports = find_critical_paths(graph, points, pred)
+    partial = partial_steps(reports)
+    complete = [r for r in reports if (r.step, r.rank) not in partial]
+    return Analysis(
+        graph=graph, points=points, steps=tuple(reports), slow_steps=tuple(find_slow_steps(reports)),
+        partial_steps=frozenset(partial), findings=tuple(find_bottlenecks(graph, complete)),
+        slack_ns=node_slack(graph, points, dist),
+    )

@@ -1,0 +1,230 @@
+"""Trace → ExecGraph: nodes, nesting, and every typed edge of DESIGN.
+
+Nesting is one stack pass per lane; launches join on correlation ids; syncs
+come from ``cuda_sync`` events or from the blocking call's name; collectives
+are matched across ranks; gloo ops are tied to the c10d call that issued them
+and to the point where the issuing thread resumed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from bottleneck_oracle.dag._kernels import lane_nesting
+from bottleneck_oracle.dag.collectives import match_collectives, pair_gloo_calls
+from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.handoffs import handoff_edges
+from bottleneck_oracle.dag.links import GpuNodes, inferred_stream_waits, launch_edges, sync_edges
+from bottleneck_oracle.dag.names import classify_names
+from bottleneck_oracle.dag.steps import assign_steps, find_steps
+from bottleneck_oracle.dag.types import EdgeType, NodeKind, Role
+from bottleneck_oracle.traces import EventKind, Trace
+
+__all__ = ["build_graph"]
+
+log = logging.getLogger(__name__)
+
+NEST_TOL_NS = 1_000  # rounding of epoch-float timestamps breaks nesting by < 1 µs
+RESUME_TOL_NS = 10_000
+FLOW_TOL_NS = 1_000
+_NODE_KIND = {
+    EventKind.CPU_OP: NodeKind.CPU_OP, EventKind.ANNOTATION: NodeKind.ANNOTATION,
+    EventKind.PYTHON: NodeKind.PYTHON, EventKind.RUNTIME: NodeKind.RUNTIME,
+    EventKind.KERNEL: NodeKind.KERNEL, EventKind.MEMCPY: NodeKind.MEMCPY, EventKind.MEMSET: NodeKind.MEMSET,
+}
+_META_NAMES = ("record_param_comms", "c10d::")
+
+
+def _node_kinds(ev_kind: np.ndarray, comm_kernel: np.ndarray, gloo_op: np.ndarray) -> np.ndarray:
+    table = np.full(16, -1, dtype=np.int8)
+    for k, v in _NODE_KIND.items():
+        table[k] = v
+    kind = table[ev_kind]
+    comm = (comm_kernel & (kind == NodeKind.KERNEL)) | (gloo_op & (kind == NodeKind.ANNOTATION))
+    kind[comm] = NodeKind.COMM
+    return kind
+
+
+def _sibling_edges(lane: np.ndarray, parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Consecutive children of one parent on one lane (nodes are in lane/start order)."""
+    idx = np.lexsort((np.arange(len(lane)), parent, lane))
+    same = (lane[idx[1:]] == lane[idx[:-1]]) & (parent[idx[1:]] == parent[idx[:-1]])
+    return idx[:-1][same], idx[1:][same]
+
+
+def _meta_events(trace: Trace, graph_kind: np.ndarray, event: np.ndarray, parent: np.ndarray,
+                 launched_by: np.ndarray) -> np.ndarray:
+    """Event row holding each comm kernel's collective args: itself, or the c10d/record_param_comms
+    op around the call that launched it."""
+    ev = trace.events
+    meta = event.copy()
+    names = trace.strings
+    for node in np.flatnonzero((graph_kind == NodeKind.COMM) & (launched_by >= 0)).tolist():
+        row = event[node]
+        if ev.comms_id[row] > 0 or ev.coll_seq[row] >= 0 or ev.pg_name[row] > 0:
+            continue
+        up = int(parent[launched_by[node]])
+        while up >= 0:
+            if names[ev.name[event[up]]].startswith(_META_NAMES):
+                meta[node] = event[up]
+                break
+            up = int(parent[up])
+    return meta
+
+
+def _lane_ranges(lane: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ids, first = np.unique(lane, return_index=True)
+    last = np.append(first[1:], len(lane))
+    lo = np.zeros(lane.max() + 1 if len(lane) else 0, dtype=np.int64)
+    hi = np.zeros_like(lo)
+    lo[ids], hi[ids] = first, last
+    return lo, hi
+
+
+def _resume_edges(lane: np.ndarray, start: np.ndarray, end: np.ndarray, waiter_lane: np.ndarray,
+                  gloo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """gloo op → first node on the issuing thread that starts after the op ended."""
+    lo, hi = _lane_ranges(lane)
+    src, dst = [], []
+    for g, wl in zip(gloo.tolist(), waiter_lane.tolist()):
+        if wl < 0:
+            continue
+        a, b = lo[wl], hi[wl]
+        k = a + np.searchsorted(start[a:b], end[g] - RESUME_TOL_NS, side="left")
+        if k < b:
+            src.append(g)
+            dst.append(int(k))
+    return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+
+
+def _main_lanes(trace: Trace, kind: np.ndarray, role: np.ndarray, rank: np.ndarray,
+                lane: np.ndarray) -> np.ndarray:
+    """Per rank, the thread of its ProfilerStep annotations, else the one with most CPU ops."""
+    main = np.full(max((i.rank for i in trace.ranks), default=0) + 1, -1, dtype=np.int64)
+    for info in trace.ranks:
+        mine = rank == info.rank
+        steps = lane[mine & (role == Role.STEP)]
+        ops = lane[mine & (kind == NodeKind.CPU_OP)]
+        pick = steps if len(steps) else ops
+        if len(pick):
+            main[info.rank] = np.bincount(pick).argmax()
+    return main
+
+
+def _flow_edges(trace: Trace, lane: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """fwdbwd flows bound to the op that starts at each endpoint on its thread."""
+    fl = trace.flows
+    if not len(fl) or not len(lane):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    lo, hi = _lane_ranges(lane)
+    bound = np.full(len(fl), -1, dtype=np.int64)
+    for i in np.flatnonzero(fl.is_fwdbwd & (fl.lane >= 0) & (fl.lane < len(lo))).tolist():
+        a, b = lo[fl.lane[i]], hi[fl.lane[i]]
+        k = a + np.searchsorted(start[a:b], fl.ts_ns[i] - FLOW_TOL_NS, side="left")
+        if k < b and start[k] <= fl.ts_ns[i] + FLOW_TOL_NS:
+            bound[i] = k
+    key = fl.rank.astype(np.int64) << 40 | (fl.flow_id & ((1 << 40) - 1))
+    starts = {int(k): int(b) for k, b, s in zip(key, bound, fl.is_start) if s and b >= 0}
+    pairs = [(starts[int(k)], int(b)) for k, b, s in zip(key, bound, fl.is_start)
+             if not s and b >= 0 and int(k) in starts and starts[int(k)] != b]
+    arr = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    return arr[:, 0], arr[:, 1]
+
+
+def _nodes(trace: Trace) -> dict[str, np.ndarray]:
+    """Node rows (every event but sync records and GPU labels), sorted by lane, start, -duration."""
+    ev = trace.events
+    role_s, comm_kernel, gloo_op = classify_names(trace.strings)
+    rows = np.flatnonzero((ev.kind != EventKind.SYNC) & (ev.kind != EventKind.GPU_ANNOTATION))
+    rows = rows[np.lexsort((rows, -ev.dur_ns[rows], ev.start_ns[rows], ev.lane[rows]))]
+    lane = ev.lane[rows]
+    start = ev.start_ns[rows]
+    window_end = np.zeros(int(ev.rank.max()) + 1 if len(ev) else 0, dtype=np.int64)
+    for info in trace.ranks:
+        window_end[info.rank] = info.window_end_ns
+    # spans that run past the recording window (a bogus last ProfilerStep) end with it
+    end = np.maximum(np.minimum(start + ev.dur_ns[rows], window_end[ev.rank[rows]]), start)
+    parent, depth, end, overlaps, c_src, c_dst, c_owner = lane_nesting(lane, start, end, NEST_TOL_NS)
+    return {
+        "event": rows.astype(np.int64), "kind": _node_kinds(ev.kind[rows], comm_kernel[ev.name[rows]], gloo_op[ev.name[rows]]),
+        "role": role_s[ev.name[rows]].copy(), "rank": ev.rank[rows], "lane": lane,
+        "name": ev.name[rows], "start": start, "end": end, "parent": parent, "depth": depth,
+        "overlaps": np.int64(overlaps), "chain": (c_src, c_dst, c_owner),
+    }
+
+
+def _edges(parts: list[tuple[np.ndarray, np.ndarray, EdgeType]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    parts = [(s, d, t) for s, d, t in parts if len(s)]
+    src = np.concatenate([s for s, _, _ in parts]).astype(np.int32) if parts else np.zeros(0, np.int32)
+    dst = np.concatenate([d for _, d, _ in parts]).astype(np.int32) if parts else np.zeros(0, np.int32)
+    typ = np.concatenate([np.full(len(s), t, dtype=np.int8) for s, _, t in parts]) if parts else np.zeros(0, np.int8)
+    return src, dst, typ
+
+
+def build_graph(trace: Trace) -> ExecGraph:
+    """Builds the execution DAG of every rank of ``trace``.
+
+    Args:
+        trace (Trace): the normalized trace (``read_trace``).
+
+    Returns:
+        ExecGraph: nodes, typed edges, steps and matched collectives.
+    """
+    nd = _nodes(trace)
+    kind, role, rank, lane, start, end, parent = (
+        nd["kind"], nd["role"], nd["rank"], nd["lane"], nd["start"], nd["end"], nd["parent"]
+    )
+    n = len(kind)
+    is_gpu = trace.lanes.is_gpu[lane]
+    corr = trace.events.correlation[nd["event"]]
+    calls, launched = launch_edges(kind, rank, corr, is_gpu)
+    launched_by = np.full(n, -1, dtype=np.int64)
+    launched_by[launched] = calls
+    launch_ns = start.copy()
+    launch_ns[launched] = start[calls]
+    gpu = GpuNodes(lane, launch_ns, np.flatnonzero(is_gpu & (parent < 0)))
+    awaited, waiter = sync_edges(trace, kind, role, rank, start, end, corr, gpu, launched_by)
+    inferred_src, inferred_dst = inferred_stream_waits(rank, lane, start, end, launch_ns, gpu.nodes)
+    role[waiter[role[waiter] == Role.COPY]] = Role.SYNC  # a copy whose call waits for it blocks
+    c10d, gloo = pair_gloo_calls(trace, kind, role, rank, is_gpu, nd["name"], nd["event"], start)
+    all_gloo = np.flatnonzero((kind == NodeKind.COMM) & ~is_gpu)
+    issuer = dict(zip(gloo.tolist(), c10d.tolist()))
+    main_lane = _main_lanes(trace, kind, role, rank, lane)
+    waiter_lane = np.array(
+        [lane[issuer[g]] if g in issuer else main_lane[rank[g]] for g in all_gloo.tolist()], dtype=np.int64
+    )
+    resumed_by, resumer = _resume_edges(lane, start, end, waiter_lane, all_gloo)
+    handed, resumed = handoff_edges(*nd["chain"], kind, rank, lane, start, end, ~is_gpu)
+    meta = _meta_events(trace, kind, nd["event"], parent, launched_by)
+    coll = match_collectives(trace, kind, rank, is_gpu, nd["name"], meta, start, end)
+    sib_src, sib_dst = _sibling_edges(lane, parent)
+    sib_gpu = is_gpu[sib_src]
+    loads = role[sib_src] == Role.DATALOADER
+    fwd, bwd = _flow_edges(trace, lane, start)
+    node_of_event = np.full(len(trace.events), -1, dtype=np.int64)
+    node_of_event[nd["event"]] = np.arange(n)
+    data = node_of_event[trace.data_deps] if len(trace.data_deps) else np.zeros((0, 2), np.int64)
+    data = data[(data >= 0).all(axis=1)]
+    nest = np.flatnonzero(parent >= 0)
+    src, dst, typ = _edges([
+        (parent[nest], nest, EdgeType.NEST),
+        (sib_src[~sib_gpu], sib_dst[~sib_gpu], EdgeType.THREAD_NEXT),
+        (sib_src[sib_gpu], sib_dst[sib_gpu], EdgeType.STREAM_NEXT),
+        (calls, launched, EdgeType.LAUNCH), (c10d, gloo, EdgeType.LAUNCH),
+        (awaited, waiter, EdgeType.SYNC), (inferred_src, inferred_dst, EdgeType.SYNC),
+        (resumed_by, resumer, EdgeType.SYNC),
+        (handed, resumed, EdgeType.SYNC),
+        (coll.src, coll.dst, EdgeType.COLLECTIVE),
+        (sib_src[loads], sib_dst[loads], EdgeType.DATALOAD),
+        (fwd, bwd, EdgeType.FWDBWD), (data[:, 0], data[:, 1], EdgeType.DATA),
+    ])
+    steps = find_steps(trace, role, rank, nd["name"], start, end)
+    step_row, steps = assign_steps(steps, rank, start, end, is_gpu, launched_by)
+    return ExecGraph(
+        trace=trace, event=nd["event"], kind=kind, role=role, rank=rank, lane=lane, name=nd["name"],
+        start_ns=start, dur_ns=end - start, step_row=step_row, parent=parent, depth=nd["depth"],
+        launch_ns=launch_ns, collective=coll.instance, edge_src=src, edge_dst=dst, edge_type=typ,
+        steps=steps, collectives=coll.table, nesting_overlaps=int(nd["overlaps"]),
+    )

@@ -1,0 +1,138 @@
+"""Collectives: one instance matched across ranks, and gloo ops tied to the c10d calls that issued them.
+
+Matching keys, best first (TRACE-NOTES 5.3): the ``Comms Id`` hash; the
+process group and its sequence number; else the k-th occurrence per (group,
+collective type) on each rank. An instance is reliable when nobody left before
+the last member arrived (min end ≥ max start), the defining property of a
+blocking collective; doubtful matches get no cross-rank edge.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from bottleneck_oracle.dag.graph import CollectiveTable
+from bottleneck_oracle.dag.names import collective_type
+from bottleneck_oracle.dag.types import NodeKind, Role
+from bottleneck_oracle.traces import Trace
+
+__all__ = ["CollectiveMatch", "match_collectives", "pair_gloo_calls"]
+
+_ARRIVAL_TOL_NS = 50_000
+
+
+class CollectiveMatch:
+    """Result of matching: instance id per node, the instance table, and COLLECTIVE edges."""
+
+    def __init__(self, instance: np.ndarray, table: CollectiveTable, src: np.ndarray, dst: np.ndarray) -> None:
+        self.instance = instance
+        self.table = table
+        self.src = src
+        self.dst = dst
+
+
+def _keys(trace: Trace, nodes: np.ndarray, meta_event: np.ndarray,
+          kinds: list[str], rank: np.ndarray, start: np.ndarray) -> tuple[list[tuple[object, ...]], str]:
+    ev = trace.events
+    rows = meta_event[nodes]
+    comms = ev.comms_id[rows]
+    seq = ev.coll_seq[rows]
+    pg = [trace.strings[i] for i in ev.pg_name[rows]]
+    if len(nodes) and (comms > 0).all():
+        return [("id", int(c)) for c in comms], "comms_id"
+    if len(nodes) and (seq >= 0).all():
+        return [("seq", g, k, int(s)) for g, k, s in zip(pg, kinds, seq)], "seq"
+    counter: dict[tuple[int, str, str], int] = defaultdict(int)
+    keys: list[tuple[object, ...]] = [()] * len(nodes)
+    for i in np.lexsort((start[nodes], rank[nodes])).tolist():
+        slot = (int(rank[nodes[i]]), pg[i], kinds[i])
+        keys[i] = ("order", pg[i], kinds[i], counter[slot])
+        counter[slot] += 1
+    return keys, "order"
+
+
+def match_collectives(
+    trace: Trace, kind: np.ndarray, rank: np.ndarray, lane_is_gpu: np.ndarray, name: np.ndarray,
+    meta_event: np.ndarray, start: np.ndarray, end: np.ndarray,
+) -> CollectiveMatch:
+    """Groups the comm nodes of all ranks into collective instances.
+
+    GPU comm kernels and gloo ops are matched separately (a job uses one or the other).
+
+    Args:
+        meta_event: int64[N], the event row whose args describe each comm node
+            (the node itself, or the ``record_param_comms`` that launched it).
+    """
+    n = len(kind)
+    instance = np.full(n, -1, dtype=np.int32)
+    kinds_out: list[str] = []
+    keys_out: list[str] = []
+    members_out: list[int] = []
+    reliable_out: list[bool] = []
+    src, dst = [], []
+    type_cache: dict[int, str] = {}
+    for on_gpu in (True, False):
+        nodes = np.flatnonzero((kind == NodeKind.COMM) & (lane_is_gpu == on_gpu))
+        if not len(nodes):
+            continue
+        ctypes = [type_cache.setdefault(int(i), collective_type(trace.strings[i])) for i in name[nodes]]
+        keys, how = _keys(trace, nodes, meta_event, ctypes, rank, start)
+        groups: dict[tuple[object, ...], list[int]] = defaultdict(list)
+        ctype_of: dict[int, str] = {}
+        for node, key, ctype in zip(nodes.tolist(), keys, ctypes):
+            groups[key].append(node)
+            ctype_of[node] = ctype
+        for key, members in groups.items():
+            m = np.array(members)
+            if len(np.unique(rank[m])) < 2:
+                continue
+            ok = len(np.unique(rank[m])) == len(m) and end[m].min() + _ARRIVAL_TOL_NS >= start[m].max()
+            iid = len(kinds_out)
+            instance[m] = iid
+            kinds_out.append(ctype_of[members[0]])
+            keys_out.append(how)
+            members_out.append(len(m))
+            reliable_out.append(bool(ok))
+            if ok:
+                last = m[np.argmax(start[m])]
+                others = m[m != last]
+                src.append(np.full(len(others), last))
+                dst.append(others)
+    table = CollectiveTable(
+        kind=tuple(kinds_out), key=tuple(keys_out),
+        members=np.array(members_out, dtype=np.int32), reliable=np.array(reliable_out, dtype=bool),
+    )
+    cat = (lambda parts: np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64))
+    return CollectiveMatch(instance, table, cat(src), cat(dst))
+
+
+def pair_gloo_calls(
+    trace: Trace, kind: np.ndarray, role: np.ndarray, rank: np.ndarray, lane_is_gpu: np.ndarray,
+    name: np.ndarray, event: np.ndarray, start: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each gloo op on a gloo thread ↔ the c10d op that issued it on the same rank.
+
+    Same collective type, same element count, k-th with k-th in start order.
+
+    Returns:
+        ``(c10d_node, gloo_node)`` pairs.
+    """
+    nelems = trace.events.nelems[event]
+    calls = np.flatnonzero(role == Role.COLLECTIVE_CALL)
+    gloo = np.flatnonzero((kind == NodeKind.COMM) & ~lane_is_gpu)
+    queues: dict[tuple[int, str, int], list[int]] = defaultdict(list)
+    for c in calls[np.argsort(start[calls], kind="stable")].tolist():
+        queues[(int(rank[c]), collective_type(trace.strings[name[c]]), int(nelems[c]))].append(c)
+    pairs_c, pairs_g = [], []
+    taken: dict[tuple[int, str, int], int] = defaultdict(int)
+    for g in gloo[np.argsort(start[gloo], kind="stable")].tolist():
+        slot = (int(rank[g]), collective_type(trace.strings[name[g]]), int(nelems[g]))
+        queue = queues.get(slot, [])
+        k = taken[slot]
+        if k < len(queue) and start[queue[k]] <= start[g]:
+            pairs_c.append(queue[k])
+            pairs_g.append(g)
+            taken[slot] += 1
+    return np.array(pairs_c, dtype=np.int64), np.array(pairs_g, dtype=np.int64)

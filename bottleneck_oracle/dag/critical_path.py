@@ -1,0 +1,152 @@
+"""Critical path of every step on every rank, the attribution of its wall time, and node slack.
+
+A step's critical path is the longest path of the point graph ending at the
+step's last point (the end of its ProfilerStep or of the last GPU work it
+launched), followed back to the step's start. Because the point graph is
+weighed from observed times, the path covers every instant of the step's wall
+time once, so its categories sum to the wall time exactly. Time the path spends
+on another rank (reached through a collective whose last member was late) is
+communication from this rank's point of view.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from bottleneck_oracle.dag import _kernels
+from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.longest_path import latest_finish, longest_path
+from bottleneck_oracle.dag.points import PointGraph
+from bottleneck_oracle.dag.types import CATEGORIES, Category
+
+__all__ = ["StepReport", "find_critical_paths", "node_slack", "check_replay"]
+
+log = logging.getLogger(__name__)
+_COMM = np.int8(CATEGORIES.index(Category.COMMUNICATION))
+
+
+@dataclass(frozen=True, slots=True)
+class StepReport:
+    """Where one rank's step went.
+
+    Args:
+        step (int): ProfilerStep number (-1: the whole trace).
+        rank (int): the rank whose step this is.
+        start_ns (int): step start.
+        end_ns (int): end of the step's last CPU or GPU work.
+        breakdown_ns (dict[Category, int]): wall time per category; sums to ``wall_ns``.
+        path_node (np.ndarray): int64[K] node owning each path segment (-1: none).
+        path_category (np.ndarray): int8[K] index into ``CATEGORIES``.
+        path_rank (np.ndarray): int32[K] rank each segment ran on.
+        path_start_ns (np.ndarray): int64[K].
+        path_dur_ns (np.ndarray): int64[K].
+    """
+
+    step: int
+    rank: int
+    start_ns: int
+    end_ns: int
+    breakdown_ns: dict[Category, int]
+    path_node: np.ndarray
+    path_category: np.ndarray
+    path_rank: np.ndarray
+    path_start_ns: np.ndarray
+    path_dur_ns: np.ndarray
+
+    @property
+    def wall_ns(self) -> int:
+        """Step wall time: end of its last work minus its start."""
+        return self.end_ns - self.start_ns
+
+
+def check_replay(pg: PointGraph) -> tuple[np.ndarray, np.ndarray]:
+    """Longest path over the weighted point graph: ``(dist, pred)``.
+
+    With observed weights every point's distance equals its time since the
+    source; points where it does not (a bug or broken input) are logged.
+    """
+    dist, pred = longest_path(pg.index, pg.weight)
+    off = np.flatnonzero(dist != pg.t - pg.t[-1])
+    if len(off):
+        log.warning("replay of the observed graph misses %d of %d point times", len(off), len(dist))
+    return dist, pred
+
+
+def _sinks(g: ExecGraph) -> np.ndarray:
+    """Per step row, the node that ends last."""
+    inside = np.flatnonzero(g.step_row >= 0)
+    order = inside[np.lexsort((g.end_ns[inside], g.step_row[inside]))]
+    rows = g.step_row[order]
+    last = np.flatnonzero(np.append(rows[1:] != rows[:-1], True))
+    sink = np.full(len(g.steps), -1, dtype=np.int64)
+    sink[rows[last]] = order[last]
+    return sink
+
+
+def _merge(node: np.ndarray, cat: np.ndarray, rank: np.ndarray, start: np.ndarray, end: np.ndarray):  # type: ignore[no-untyped-def]
+    """Joins consecutive segments with the same node, category and rank."""
+    if not len(node):
+        return node, cat, rank, start, end - start
+    new = np.ones(len(node), dtype=bool)
+    new[1:] = (node[1:] != node[:-1]) | (cat[1:] != cat[:-1]) | (rank[1:] != rank[:-1])
+    idx = np.flatnonzero(new)
+    stop = np.append(idx[1:], len(node)) - 1
+    return node[idx], cat[idx], rank[idx], start[idx], end[stop] - start[idx]
+
+
+def _report(g: ExecGraph, pg: PointGraph, pred: np.ndarray, row: int, sink: int) -> StepReport:
+    steps = g.steps
+    start, rank = int(steps.start_ns[row]), int(steps.rank[row])
+    end_point = 2 * sink + 1
+    end = int(pg.t[end_point])
+    edges = _kernels.walk_back(pred, pg.src, pg.t, end_point, start)
+    seg_start = np.maximum(pg.t[pg.src[edges]], start)
+    seg_end = pg.t[pg.dst[edges]]
+    keep = seg_end > seg_start
+    edges, seg_start, seg_end = edges[keep], seg_start[keep], seg_end[keep]
+    seg_rank = pg.rank[edges]
+    cat = np.where(seg_rank == rank, pg.category[edges], _COMM)
+    dur = seg_end - seg_start
+    totals = np.bincount(cat, weights=dur, minlength=len(CATEGORIES)).astype(np.int64)
+    node, cat, prank, pstart, pdur = _merge(pg.owner[edges], cat, seg_rank, seg_start, seg_end)
+    return StepReport(
+        step=int(steps.step[row]), rank=rank, start_ns=start, end_ns=end,
+        breakdown_ns={c: int(v) for c, v in zip(CATEGORIES, totals)},
+        path_node=node, path_category=cat, path_rank=prank, path_start_ns=pstart, path_dur_ns=pdur,
+    )
+
+
+def find_critical_paths(g: ExecGraph, pg: PointGraph, pred: np.ndarray) -> list[StepReport]:
+    """One ``StepReport`` per (step, rank), sorted by step then rank.
+
+    Args:
+        pred (np.ndarray): the longest-path predecessor edges from ``check_replay``.
+    """
+    sink = _sinks(g)
+    order = np.lexsort((g.steps.rank, g.steps.step))
+    return [_report(g, pg, pred, int(r), int(sink[r])) for r in order.tolist() if sink[r] >= 0]
+
+
+def node_slack(g: ExecGraph, pg: PointGraph, dist: np.ndarray) -> np.ndarray:
+    """How long each node could be delayed without delaying the end of its step on any rank.
+
+    Returns:
+        int64[N] slack in ns (0 on the critical path).
+    """
+    steps = g.steps
+    step_end: dict[int, int] = {}
+    for s, e in zip(steps.step.tolist(), steps.end_ns.tolist()):
+        step_end[s] = max(step_end.get(s, e), e)
+    t0 = int(pg.t[-1])
+    horizon = int(pg.t.max())
+    row_deadline = np.array([step_end[s] for s in steps.step.tolist()], dtype=np.int64)
+    deadline = np.full(len(pg.t), horizon, dtype=np.int64)
+    node_deadline = np.where(g.step_row >= 0, row_deadline[np.maximum(g.step_row, 0)], horizon)
+    deadline[0 : 2 * len(g) : 2] = node_deadline
+    deadline[1 : 2 * len(g) : 2] = node_deadline
+    lf = latest_finish(pg.index, pg.weight, deadline - t0)
+    slack = lf - dist
+    return np.maximum(np.minimum(slack[0 : 2 * len(g) : 2], slack[1 : 2 * len(g) : 2]), 0)

@@ -1,0 +1,227 @@
+"""Bottleneck detectors: turn critical paths and step comparisons into findings with evidence.
+
+Two kinds of finding: an anomaly (a step spends much more time in a category
+than the median of its rank's other steps) and a chronic bottleneck (a
+category takes a large share of most steps). Each names the ranks, the ops on
+the critical path, and the time at stake in ms.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from bottleneck_oracle.dag.critical_path import StepReport
+from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.types import CATEGORIES, Bottleneck, Category, NodeKind, Role
+
+__all__ = ["Finding", "find_bottlenecks"]
+
+MIN_NS = 1_000_000  # nothing under 1 ms is worth a finding
+ANOMALY_SHARE = 0.10  # of the median step: how much extra time makes an anomaly
+PAUSE_SHARE = 0.10
+_IDX = {c: i for i, c in enumerate(CATEGORIES)}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One bottleneck, with the evidence for it.
+
+    Args:
+        category (Bottleneck): what kind of bottleneck.
+        step (int | None): the step, or None for every step (chronic).
+        ranks (tuple[int, ...]): ranks it concerns (the late rank for a straggler).
+        ops (tuple[str, ...]): ops on the critical path that show it, worst first.
+        impact_ms (float): time at stake: excess over peers, or the time spent.
+        evidence (str): one or two sentences with the numbers.
+    """
+
+    category: Bottleneck
+    step: int | None
+    ranks: tuple[int, ...]
+    ops: tuple[str, ...]
+    impact_ms: float
+    evidence: str
+
+
+def _ms(ns: float) -> float:
+    return round(float(ns) / 1e6, 3)
+
+
+def _own(r: StepReport, cat: Category) -> int:
+    mask = (r.path_category == _IDX[cat]) & (r.path_rank == r.rank)
+    return int(r.path_dur_ns[mask].sum())
+
+
+def _top_ops(g: ExecGraph, r: StepReport, mask: np.ndarray, k: int = 5) -> tuple[str, ...]:
+    totals: dict[str, int] = defaultdict(int)
+    for node, dur in zip(r.path_node[mask].tolist(), r.path_dur_ns[mask].tolist()):
+        if node >= 0:
+            totals[g.node_name(node)] += dur
+    return tuple(sorted(totals, key=lambda n: -totals[n])[:k])
+
+
+def _category_findings(
+    g: ExecGraph, reports: list[StepReport], kind: Bottleneck, amount: Callable[[StepReport], int],
+    ops_mask: Callable[[StepReport], np.ndarray], what: str, chronic_share: float | None,
+) -> list[Finding]:
+    out: list[Finding] = []
+    by_rank: dict[int, list[StepReport]] = defaultdict(list)
+    for r in reports:
+        by_rank[r.rank].append(r)
+    chronic: dict[tuple[int, ...], list[tuple[StepReport, int]]] = defaultdict(list)
+    for rank, steps in by_rank.items():
+        values = np.array([amount(r) for r in steps], dtype=np.float64)
+        walls = np.array([r.wall_ns for r in steps], dtype=np.float64)
+        for i, r in enumerate(steps):
+            if len(steps) >= 3:
+                peers = float(np.median(np.delete(values, i)))
+                excess = values[i] - peers
+                if excess >= max(MIN_NS, ANOMALY_SHARE * float(np.median(np.delete(walls, i)))):
+                    out.append(Finding(
+                        kind, r.step, (rank,), _top_ops(g, r, ops_mask(r)), _ms(excess),
+                        f"rank {rank} step {r.step}: {what} took {_ms(values[i])} ms of the critical path "
+                        f"against a median of {_ms(peers)} ms in the rank's other steps",
+                    ))
+                    continue
+            if chronic_share is not None and values[i] >= max(MIN_NS, chronic_share * walls[i]):
+                chronic[(rank,)].append((r, int(values[i])))
+    for ranks, hits in chronic.items():
+        total_steps = len(by_rank[ranks[0]])
+        if len(hits) * 2 < total_steps:
+            continue
+        worst = max(hits, key=lambda h: h[1])[0]
+        share = np.median([v / r.wall_ns for r, v in hits])
+        out.append(Finding(
+            kind, None, ranks, _top_ops(g, worst, ops_mask(worst)), _ms(np.median([v for _, v in hits])),
+            f"rank {ranks[0]}: {what} takes {share:.0%} of the wall time in {len(hits)} of "
+            f"{total_steps} steps (median {_ms(np.median([v for _, v in hits]))} ms a step)",
+        ))
+    return out
+
+
+def _host_pauses(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
+    out = []
+    idle = _IDX[Category.IDLE]
+    for r in reports:
+        node = np.maximum(r.path_node, 0)
+        on_thread = (r.path_node < 0) | np.isin(g.kind[node], (NodeKind.ANNOTATION, NodeKind.PYTHON))
+        seg = np.flatnonzero((r.path_category == idle) & (r.path_rank == r.rank) & on_thread)
+        for i in seg[r.path_dur_ns[seg] >= max(MIN_NS, PAUSE_SHARE * r.wall_ns)].tolist():
+            before = _neighbour_op(g, r, i, -1)
+            after = _neighbour_op(g, r, i, +1)
+            lane = g.trace.lanes.label[g.lane[r.path_node[i]]] if r.path_node[i] >= 0 else "a"
+            out.append(Finding(
+                Bottleneck.HOST_PAUSE, r.step, (r.rank,), tuple(x for x in (before, after) if x),
+                _ms(r.path_dur_ns[i]),
+                f"rank {r.rank} step {r.step}: {lane} thread ran no profiled op for "
+                f"{_ms(r.path_dur_ns[i])} ms ({_ms(r.path_start_ns[i] - r.start_ns)} ms into the step), "
+                f"between '{before or 'step start'}' and '{after or 'step end'}'",
+            ))
+    return out
+
+
+def _neighbour_op(g: ExecGraph, r: StepReport, i: int, step: int) -> str:
+    j = i + step
+    while 0 <= j < len(r.path_node):
+        node = r.path_node[j]
+        if node >= 0 and g.kind[node] != NodeKind.ANNOTATION:
+            return g.node_name(node)
+        j += step
+    return ""
+
+
+def _stragglers(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
+    """The last rank to reach a collective, when the others waited for it inside."""
+    wall = defaultdict(list)
+    for r in reports:
+        wall[r.rank].append(r.wall_ns)
+    typical = {rank: float(np.median(w)) for rank, w in wall.items()}
+    late: dict[tuple[int, int], list[tuple[int, int, list[int]]]] = defaultdict(list)
+    members = np.flatnonzero(g.collective >= 0)
+    order = members[np.argsort(g.collective[members], kind="stable")]
+    bounds = np.flatnonzero(np.diff(g.collective[order])) + 1
+    step_of = g.step
+    for group in np.split(order, bounds):
+        if len(group) < 2 or not g.collectives.reliable[g.collective[group[0]]]:
+            continue
+        starts = g.start_ns[group]
+        last = int(group[np.argmax(starts)])
+        others = group[group != last]
+        lateness = int(starts.max() - np.median(g.start_ns[others]))
+        rank = int(g.rank[last])
+        if lateness >= max(MIN_NS, ANOMALY_SHARE * typical.get(rank, 0.0)):
+            late[(int(step_of[last]), rank)].append((lateness, last, sorted(set(g.rank[others].tolist()))))
+    out = []
+    for (step, rank), hits in late.items():
+        worst = max(hits, key=lambda h: h[0])
+        waiting = sorted({w for _, _, ws in hits for w in ws})
+        cause = _late_cause(g, reports, step, rank)
+        out.append(Finding(
+            Bottleneck.STRAGGLER_RANK, step, (rank,), (g.node_name(worst[1]),),
+            _ms(sum(h[0] for h in hits)),
+            f"rank {rank} reached {len(hits)} collective(s) of step {step} late, by up to {_ms(worst[0])} ms "
+            f"(first: {g.node_name(worst[1])}); rank(s) {', '.join(map(str, waiting))} waited inside"
+            + (f"; before arriving, rank {rank} spent {cause}" if cause else ""),
+        ))
+    return out
+
+
+def _late_cause(g: ExecGraph, reports: list[StepReport], step: int, rank: int) -> str:
+    for r in reports:
+        if r.step == step and r.rank == rank:
+            totals = {c: v for c, v in r.breakdown_ns.items() if v >= MIN_NS}
+            if totals:
+                c = max(totals, key=totals.__getitem__)
+                return f"{_ms(totals[c])} ms in {c.value}"
+    return ""
+
+
+def _checkpoints(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
+    in_ckpt = np.zeros(len(g), dtype=bool)
+    in_ckpt[g.role == Role.CHECKPOINT] = True
+    for d in range(1, int(g.depth.max()) + 1 if len(g) else 0):
+        at = np.flatnonzero(g.depth == d)
+        in_ckpt[at] |= in_ckpt[g.parent[at]]
+    out = []
+    for r in reports:
+        mask = (r.path_node >= 0) & (r.path_rank == r.rank)
+        mask[mask] = in_ckpt[r.path_node[mask]]
+        spent = int(r.path_dur_ns[mask].sum())
+        if spent >= max(MIN_NS, 0.05 * r.wall_ns):
+            names = tuple(dict.fromkeys(g.node_name(n) for n in r.path_node[mask] if g.role[n] == Role.CHECKPOINT))
+            out.append(Finding(
+                Bottleneck.CHECKPOINT_STALL, r.step, (r.rank,), names or _top_ops(g, r, mask), _ms(spent),
+                f"rank {r.rank} step {r.step}: checkpointing held the critical path for {_ms(spent)} ms "
+                f"({spent / r.wall_ns:.0%} of the step)",
+            ))
+    return out
+
+
+def _compute_category(g: ExecGraph, rank: int) -> Category:
+    gpu = g.trace.lanes.is_gpu & (g.trace.lanes.rank == rank)
+    return Category.GPU_COMPUTE if gpu.any() else Category.CPU
+
+
+def find_bottlenecks(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
+    """Every finding of every detector, largest impact first."""
+    own = lambda cat: (lambda r: _own(r, cat))  # noqa: E731
+    mask = lambda cat: (lambda r: (r.path_category == _IDX[cat]) & (r.path_rank == r.rank))  # noqa: E731
+    compute = lambda r: _own(r, _compute_category(g, r.rank))  # noqa: E731
+    compute_mask = lambda r: mask(_compute_category(g, r.rank))(r)  # noqa: E731
+    found = (
+        _stragglers(g, reports) + _host_pauses(g, reports) + _checkpoints(g, reports)
+        + _category_findings(g, reports, Bottleneck.DATALOADER_STALL, own(Category.DATA_LOADING),
+                             mask(Category.DATA_LOADING), "data loading", 0.15)
+        + _category_findings(g, reports, Bottleneck.EXPOSED_COMMUNICATION, own(Category.COMMUNICATION),
+                             mask(Category.COMMUNICATION), "communication not hidden by compute", 0.25)
+        + _category_findings(g, reports, Bottleneck.HOST_SYNC, own(Category.SYNC_WAIT),
+                             mask(Category.SYNC_WAIT), "blocking synchronisation", 0.15)
+        + _category_findings(g, reports, Bottleneck.LAUNCH_OVERHEAD, own(Category.LAUNCH_OVERHEAD),
+                             mask(Category.LAUNCH_OVERHEAD), "kernel launch overhead", 0.30)
+        + _category_findings(g, reports, Bottleneck.SLOW_COMPUTE, compute, compute_mask, "compute", None)
+    )
+    return sorted(found, key=lambda f: -f.impact_ms)

@@ -1,0 +1,97 @@
+"""Hand-offs between the CPU threads of one rank, inferred from their idle gaps.
+
+A thread that stops and waits (``loss.backward()`` on the main thread while
+the autograd thread runs backward; a main thread waiting for a pin-memory or
+gloo thread) shows only an uncovered gap. When a thread resumes right after
+another thread of the same rank finished its last op and went idle, the
+second released the first: the edge goes from that op to the resuming op.
+Requiring the releaser to go idle keeps busy threads from being blamed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bottleneck_oracle.dag.types import NodeKind
+
+__all__ = ["handoff_edges", "MIN_GAP_NS"]
+
+MIN_GAP_NS = 10_000
+HANDOFF_TOL_NS = 1_000_000  # Python unwinding after a wait takes a few hundred µs
+
+
+def _gaps(chain_src: np.ndarray, chain_dst: np.ndarray, chain_owner: np.ndarray, kind: np.ndarray,
+          cpu: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Chain edges that are idle time on a CPU thread (no op open, only annotations or Python frames)."""
+    o = np.maximum(chain_owner, 0)
+    idle = (chain_owner < 0) | (kind[o] == NodeKind.ANNOTATION) | (kind[o] == NodeKind.PYTHON)
+    return np.flatnonzero(idle & cpu[chain_src // 2] & (t[chain_dst] - t[chain_src] >= MIN_GAP_NS))
+
+
+def handoff_edges(chain_src: np.ndarray, chain_dst: np.ndarray, chain_owner: np.ndarray,
+                  kind: np.ndarray, rank: np.ndarray, lane: np.ndarray, start: np.ndarray,
+                  end: np.ndarray, cpu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Releasing op → resuming op, for every idle gap that ends when another thread goes idle.
+
+    The resuming op is the one that starts, or the range that ends, where the gap ends.
+
+    Args:
+        chain_*: the lane chains from ``lane_nesting`` (point 2i = start of node i, 2i+1 its end).
+        cpu: bool[N], node lies on a CPU thread.
+
+    Returns:
+        ``(releaser, resumer)`` node pairs.
+    """
+    t = np.empty(2 * len(start), dtype=np.int64)
+    t[0::2], t[1::2] = start, end
+    gaps = _gaps(chain_src, chain_dst, chain_owner, kind, cpu, t)
+    first, last = _lane_ends(chain_src, chain_dst, len(start), cpu)
+    # releasers: ops whose end opens an idle gap on their thread, or ends the thread
+    rel_point = np.concatenate([chain_src[gaps][chain_src[gaps] % 2 == 1], last])
+    releaser = np.unique(rel_point // 2)
+    order = np.lexsort((end[releaser], rank[releaser]))
+    releaser = releaser[order]
+    key_r = rank[releaser].astype(np.int64)
+    # resumers: where a gap ends (an op starts, or an enclosing range ends), and every thread's first op
+    resume_point = np.concatenate([chain_dst[gaps], first])
+    resumer = resume_point // 2
+    when = t[resume_point]
+    gap_start = np.concatenate([t[chain_src[gaps]], np.full(len(first), np.iinfo(np.int64).min)])
+    src, dst = [], []
+    for back in (1, 2):  # the latest releaser, or the one before it when that one is on our own thread
+        pos = _searchsorted_pairs(key_r, end[releaser], rank[resumer].astype(np.int64), when) - back
+        ok = pos >= 0
+        cand = releaser[np.maximum(pos, 0)]
+        ok &= (key_r[np.maximum(pos, 0)] == rank[resumer]) & (lane[cand] != lane[resumer])
+        ok &= (end[cand] <= when) & (when - end[cand] <= HANDOFF_TOL_NS) & (end[cand] > gap_start)
+        ok &= ~((resume_point % 2 == 1) & (start[resumer] >= end[cand]))
+        if back == 2:
+            ok &= ~taken
+        src.append(cand[ok])
+        dst.append(resumer[ok])
+        taken = ok if back == 1 else taken | ok
+    return np.concatenate(src).astype(np.int64), np.concatenate(dst).astype(np.int64)
+
+
+def _lane_ends(chain_src: np.ndarray, chain_dst: np.ndarray, n: int, cpu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First and last point of every CPU lane chain (points with no chain edge in, or out)."""
+    has_in = np.zeros(2 * n, dtype=bool)
+    has_out = np.zeros(2 * n, dtype=bool)
+    has_in[chain_dst] = True
+    has_out[chain_src] = True
+    on_cpu = np.repeat(cpu, 2)
+    first = np.flatnonzero(~has_in & on_cpu & (np.arange(2 * n) % 2 == 0))
+    last = np.flatnonzero(~has_out & on_cpu & (np.arange(2 * n) % 2 == 1))
+    return first, last
+
+
+def _searchsorted_pairs(key_a: np.ndarray, val_a: np.ndarray, key_q: np.ndarray, val_q: np.ndarray) -> np.ndarray:
+    """Insertion points (right side) of (key_q, val_q) in the lexicographically sorted (key_a, val_a)."""
+    lo = np.searchsorted(key_a, key_q, side="left")
+    hi = np.searchsorted(key_a, key_q, side="right")
+    out = np.empty(len(key_q), dtype=np.int64)
+    for k in np.unique(key_q).tolist():
+        q = key_q == k
+        a, b = int(lo[q][0]), int(hi[q][0])
+        out[q] = a + np.searchsorted(val_a[a:b], val_q[q], side="right")
+    return out

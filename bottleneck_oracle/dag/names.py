@@ -1,0 +1,107 @@
+"""What an event's name says it does: runtime roles, steps, data loading, checkpoints, collectives.
+
+Names are classified once per distinct string, never per event.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from bottleneck_oracle.dag.types import Role
+
+__all__ = ["classify_names", "collective_type", "step_number", "is_comm_kernel"]
+
+_LAUNCH = frozenset({
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+    "cudaLaunchCooperativeKernel", "cudaGraphLaunch", "cuGraphLaunch",
+    "hipLaunchKernel", "hipExtModuleLaunchKernel", "hipModuleLaunchKernel", "hipGraphLaunch",
+    "cudaMemsetAsync", "cudaMemset", "hipMemsetAsync", "hipMemset",
+})
+_SYNC = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize",
+})
+_RECORD = frozenset({"cudaEventRecord", "cudaEventRecordWithFlags", "cuEventRecord", "hipEventRecord"})
+_WAIT = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent", "hipStreamWaitEvent"})
+_QUERY = frozenset({"cudaEventQuery", "cudaStreamQuery", "hipEventQuery", "hipStreamQuery"})
+_COPY = re.compile(r"^(cuda|hip|cu)Memcpy")
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_DATALOADER = re.compile(r"DataLoader.*__next__|(?i:load_batch|wait_for_batch|dataloader)")
+_CHECKPOINT = re.compile(
+    r"(?i)(save|load|async)[_ ]?checkpoint|checkpoint[_ ]?(save|load|write)|torch\.(save|load)\b|"
+    r"serialization\.py"
+)
+_COMM_KERNEL = re.compile(r"^(nccl|rccl|hccl)|ncclKernel|ncclDevKernel")
+_NCCL_TYPE = re.compile(r"ncclKernel_([A-Za-z]+)|ncclDevKernel_([A-Za-z]+)|^(?:nccl|rccl)([A-Z][A-Za-z]+)")
+
+
+def step_number(name: str) -> int | None:
+    """``ProfilerStep#12`` → 12; None for other names."""
+    m = _STEP.match(name)
+    return int(m.group(1)) if m else None
+
+
+def is_comm_kernel(name: str) -> bool:
+    """True for NCCL/RCCL/HCCL kernel names."""
+    return bool(_COMM_KERNEL.search(name))
+
+
+def collective_type(name: str) -> str:
+    """Normalized collective of a comm op: ``allreduce``, ``sendrecv``, ``broadcast``... or ``""``.
+
+    Works on NCCL kernels (``ncclKernel_AllReduce_RING_LL_Sum_float``,
+    ``ncclDevKernel_SendRecv``), gloo ops (``gloo:all_reduce``) and c10d ops
+    (``c10d::allreduce_``, ``c10d::_allgather_base_``).
+    """
+    if name.startswith("gloo:"):
+        base = name[5:]
+    elif name.startswith("c10d::"):
+        base = name[6:]
+    elif name.startswith("nccl:"):
+        base = name[5:]
+    else:
+        m = _NCCL_TYPE.search(name)
+        if not m:
+            return ""
+        base = next(g for g in m.groups() if g)
+    base = base.lower().replace("_base", "").replace("_", "")
+    return "sendrecv" if base in ("alltoall", "send", "recv", "alltoallv") else base
+
+
+def _role(name: str) -> Role:
+    if name in _LAUNCH:
+        return Role.LAUNCH
+    if name in _SYNC:
+        return Role.SYNC
+    if name in _RECORD:
+        return Role.EVENT_RECORD
+    if name in _WAIT:
+        return Role.STREAM_WAIT
+    if name in _QUERY:
+        return Role.EVENT_QUERY
+    if _COPY.match(name):
+        return Role.COPY
+    if _STEP.match(name):
+        return Role.STEP
+    if name.startswith("c10d::"):
+        return Role.COLLECTIVE_CALL
+    if _DATALOADER.search(name):
+        return Role.DATALOADER
+    if _CHECKPOINT.search(name):
+        return Role.CHECKPOINT
+    return Role.OTHER
+
+
+def classify_names(strings: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Role, comm-kernel-ness and gloo-op-ness of every interned string.
+
+    Returns:
+        ``(role int8[S], comm_kernel bool[S], gloo_op bool[S])`` indexed by string id.
+    """
+    role = np.array([_role(s) for s in strings], dtype=np.int8)
+    kernel = np.array([is_comm_kernel(s) for s in strings], dtype=bool)
+    gloo = np.array([s.startswith("gloo:") for s in strings], dtype=bool)
+    return role, kernel, gloo

@@ -1,0 +1,213 @@
+"""The point graph: every node's start and end as points, joined by weighted, categorised edges.
+
+Point 2i is the start of node i, 2i+1 its end; then one point per reliable
+collective instance (when its last member arrived) and a source at time 0.
+Each lane contributes its program-order chain; launches, syncs, collectives,
+flows and data dependencies join lanes. For every point the edge that
+released it (the binding edge) is chosen from the observed times, and edges
+are weighed so that a longest-path pass reproduces the trace exactly and
+follows the binding edges: its path to a step's last point is the critical
+path, and it covers every instant of the step's wall time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bottleneck_oracle.dag import _kernels
+from bottleneck_oracle.dag._kernels import BLOCKING, BUSY, COMM, CROSS, GAP, LANE_GAP
+from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.longest_path import EdgeIndex, index_edges
+from bottleneck_oracle.dag.types import CATEGORIES, Category, EdgeType, NodeKind, Role
+
+__all__ = ["PointGraph", "build_point_graph", "WAKE_TOL_NS"]
+
+WAKE_TOL_NS = 1_000_000  # a thread that resumes within 1 ms of a dependency's end was waiting for it
+CONTRA_TOL_NS = 1_000
+LAUNCH_LATENCY_NS = 100_000  # a launch that took longer to start its work was not what it waited for
+_C = {c: np.int8(i) for i, c in enumerate(CATEGORIES)}
+
+
+@dataclass(frozen=True, slots=True)
+class PointGraph:
+    """Points, weighted edges and the binding (critical) predecessor of every point.
+
+    Shapes:
+        t: int64[P]; edge arrays: [E]; ``binding``: int64[P] (edge id, -1 at the source).
+    """
+
+    t: np.ndarray  # int64: time of each point
+    node: np.ndarray  # int64: node of each point (-1 for virtual points)
+    src: np.ndarray  # int64
+    dst: np.ndarray  # int64
+    weight: np.ndarray  # int64, -1 = contradicted by the data (absent)
+    category: np.ndarray  # int8: index into CATEGORIES
+    owner: np.ndarray  # int64: node whose time the edge is (-1: none)
+    rank: np.ndarray  # int32: rank the edge's time is spent on
+    binding: np.ndarray  # int64
+    index: EdgeIndex
+    contradicted: int
+
+
+def _under(flag: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """flag[i] or flag of any ancestor of i."""
+    out = flag.copy()
+    for d in range(1, int(depth.max()) + 1 if len(depth) else 0):
+        at = np.flatnonzero(depth == d)
+        out[at] |= out[parent[at]]
+    return out
+
+
+def _chain_edges(g: ExecGraph, reliable_member: np.ndarray, transfer: np.ndarray):  # type: ignore[no-untyped-def]
+    """Program-order edges of every lane, with their mode, minimum lag and category."""
+    start, end = g.start_ns, g.end_ns
+    _, _, _, _, src, dst, owner = _kernels.lane_nesting(g.lane, start, end, np.int64(0))
+    t = np.empty(2 * len(g), dtype=np.int64)
+    t[0::2], t[1::2] = start, end
+    obs = t[dst] - t[src]
+    o = np.maximum(owner, 0)
+    has = owner >= 0
+    kind = np.where(has, g.kind[o], -1)
+    role = np.where(has, g.role[o], -1)
+    gpu = g.trace.lanes.is_gpu[g.lane[src // 2]]
+    in_loader = _under(g.role == Role.DATALOADER, g.parent, g.depth)[o] & has
+    mode = np.full(len(src), BUSY, dtype=np.int8)
+    cat = np.full(len(src), _C[Category.CPU], dtype=np.int8)
+    # CPU gaps: no op, or only an annotation / Python frame open → host time, unless a wake-up explains it
+    gap = ~gpu & (~has | (kind == NodeKind.ANNOTATION) | (kind == NodeKind.PYTHON))
+    mode[gap] = GAP
+    cat[gap & (~has | (role == Role.STEP))] = _C[Category.IDLE]
+    sync = has & (kind == NodeKind.RUNTIME) & (role == Role.SYNC)
+    mode[sync], cat[sync] = BLOCKING, _C[Category.SYNC_WAIT]
+    api = has & (kind == NodeKind.RUNTIME) & np.isin(role, (Role.LAUNCH, Role.COPY, Role.EVENT_RECORD, Role.STREAM_WAIT))
+    cat[api] = _C[Category.LAUNCH_OVERHEAD]
+    cat[in_loader] = _C[Category.DATA_LOADING]
+    lane_gap = gpu & ~has
+    mode[lane_gap], cat[lane_gap] = LANE_GAP, _C[Category.LAUNCH_OVERHEAD]
+    cat[gpu & has] = _C[Category.GPU_COMPUTE]
+    comm = has & (kind == NodeKind.COMM)
+    cat[comm] = _C[Category.COMMUNICATION]
+    member = comm & reliable_member[o]
+    mode[member] = COMM
+    minlag = obs.copy()
+    minlag[(mode == GAP) | (mode == BLOCKING) | (mode == LANE_GAP)] = 0
+    minlag[member] = np.minimum(transfer[o[member]], obs[member])
+    return src, dst, mode, minlag, cat, np.where(has, owner, -1).astype(np.int64)
+
+
+def _cross_edges(g: ExecGraph):  # type: ignore[no-untyped-def]
+    """Launch, sync, flow and data edges between lanes, as point edges."""
+    gpu_node = g.trace.lanes.is_gpu[g.lane]
+    out = []
+    s, d = g.edges_of(EdgeType.LAUNCH)
+    cat = np.where(g.kind[s] == NodeKind.RUNTIME, _C[Category.LAUNCH_OVERHEAD], _C[Category.COMMUNICATION])
+    out.append((2 * s, 2 * d, cat, s))
+    s, d = g.edges_of(EdgeType.SYNC)
+    # into the waiter's end when it was already running as the awaited work ended (a blocking call,
+    # a range that closes on resume), else into its start
+    into_end = g.start_ns[d] < g.end_ns[s] - CONTRA_TOL_NS
+    cat = np.where(gpu_node[s], _C[Category.SYNC_WAIT],
+                   np.where(g.kind[s] == NodeKind.COMM, _C[Category.COMMUNICATION], _C[Category.CPU]))
+    out.append((2 * s + 1, 2 * d + into_end, cat, s))
+    for etype in (EdgeType.FWDBWD, EdgeType.DATA):
+        s, d = g.edges_of(etype)
+        out.append((2 * s + 1, 2 * d, np.full(len(s), _C[Category.CPU]), s))
+    src = np.concatenate([o[0] for o in out]).astype(np.int64)
+    dst = np.concatenate([o[1] for o in out]).astype(np.int64)
+    cat = np.concatenate([np.asarray(o[2], dtype=np.int8).reshape(-1) for o in out])
+    owner = np.concatenate([o[3] for o in out]).astype(np.int64)
+    return src, dst, cat, owner
+
+
+def _collective_edges(g: ExecGraph, first_point: int):  # type: ignore[no-untyped-def]
+    """Members' starts → one arrival point per reliable instance → members' ends."""
+    rel = g.collectives.reliable
+    member = np.flatnonzero((g.collective >= 0) & (rel[np.maximum(g.collective, 0)] if len(rel) else False))
+    compact = np.full(len(rel), -1, dtype=np.int64)
+    compact[rel] = np.arange(int(rel.sum()))
+    point = first_point + compact[g.collective[member]]
+    arrival = np.full(int(rel.sum()), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(arrival, compact[g.collective[member]], g.start_ns[member])
+    transfer = np.full(len(rel), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(transfer, g.collective[member], g.dur_ns[member])
+    k = len(member)
+    src = np.concatenate([2 * member, point]).astype(np.int64)
+    dst = np.concatenate([point, 2 * member + 1]).astype(np.int64)
+    minlag = np.concatenate([np.zeros(k, np.int64), transfer[g.collective[member]]])
+    owner = np.concatenate([member, member]).astype(np.int64)
+    is_member = np.zeros(len(g), dtype=bool)
+    is_member[member] = True
+    node_transfer = np.zeros(len(g), dtype=np.int64)
+    node_transfer[member] = transfer[g.collective[member]]
+    return src, dst, minlag, owner, arrival, is_member, node_transfer
+
+
+def build_point_graph(g: ExecGraph) -> PointGraph:
+    """Weighs the point graph of ``g`` from its observed times and picks binding edges.
+
+    Raises:
+        GraphError: the graph has a cycle.
+    """
+    n = len(g)
+    c_src, c_dst, c_lag, c_owner, arrival, is_member, transfer = _collective_edges(g, 2 * n)
+    n_points = 2 * n + len(arrival) + 1
+    source = n_points - 1
+    t = np.empty(n_points, dtype=np.int64)
+    t[0 : 2 * n : 2], t[1 : 2 * n : 2] = g.start_ns, g.end_ns
+    t[2 * n : source] = arrival
+    t[source] = min(int(t[:source].min()) if source else 0, 0)
+    h_src, h_dst, h_mode, h_lag, h_cat, h_owner = _chain_edges(g, is_member, transfer)
+    x_src, x_dst, x_cat, x_owner = _cross_edges(g)
+    src = np.concatenate([h_src, x_src, c_src])
+    dst = np.concatenate([h_dst, x_dst, c_dst])
+    mode = np.concatenate([h_mode, np.full(len(x_src) + len(c_src), CROSS, np.int8)])
+    minlag = np.concatenate([h_lag, np.zeros(len(x_src), np.int64), c_lag])
+    cat = np.concatenate([h_cat, x_cat, np.full(len(c_src), _C[Category.COMMUNICATION], np.int8)])
+    owner = np.concatenate([h_owner, x_owner, c_owner])
+    in_ptr, in_order = _kernels.csr(dst, n_points)
+    weight, binding, contradicted = _kernels.select_binding(
+        t, src, mode, minlag, in_ptr, in_order, np.int64(WAKE_TOL_NS), np.int64(CONTRA_TOL_NS)
+    )
+    unbound = np.flatnonzero(binding[:source] < 0)
+    e0 = len(src)
+    src = np.concatenate([src, np.full(len(unbound), source)])
+    dst = np.concatenate([dst, unbound])
+    weight = np.concatenate([weight, t[unbound] - t[source]])
+    cat = np.concatenate([cat, np.full(len(unbound), _C[Category.IDLE], np.int8)])
+    owner = np.concatenate([owner, np.full(len(unbound), -1)])
+    binding[unbound] = np.arange(e0, e0 + len(unbound))
+    # GPU work that starts long after its launch on an idle stream waited for something the
+    # trace does not show (an event on another stream, a graph-internal dependency): idle,
+    # owned by the work that waited
+    late = np.flatnonzero((cat == _C[Category.LAUNCH_OVERHEAD]) & (weight > LAUNCH_LATENCY_NS))
+    late = late[(binding[dst[late]] == late) & (mode[late] != BUSY)]
+    # a slow launch call explains a late start up to the call's own end
+    launch = late[owner[late] >= 0]
+    explained = t[dst[launch]] - g.end_ns[owner[launch]] <= LAUNCH_LATENCY_NS
+    late = np.setdiff1d(late, launch[explained])
+    cat[late] = _C[Category.IDLE]
+    owner[late] = dst[late] // 2
+    return _finish(g, t, src, dst, weight, cat, owner, binding, contradicted)
+
+
+def _finish(g: ExecGraph, t, src, dst, weight, cat, owner, binding, contradicted) -> PointGraph:  # type: ignore[no-untyped-def]
+    """Drops contradicted edges, puts binding edges first (they win ties) and indexes the graph."""
+    n_points = len(t)
+    is_binding = np.zeros(len(src), dtype=bool)
+    is_binding[binding[binding >= 0]] = True
+    keep = weight >= 0
+    order = np.concatenate([np.flatnonzero(is_binding & keep), np.flatnonzero(~is_binding & keep)])
+    new_id = np.full(len(src), -1, dtype=np.int64)
+    new_id[order] = np.arange(len(order))
+    node = np.full(n_points, -1, dtype=np.int64)
+    node[: 2 * len(g)] = np.repeat(np.arange(len(g)), 2)
+    src, dst = src[order], dst[order]
+    edge_node = np.where(node[dst] >= 0, node[dst], node[src])
+    return PointGraph(
+        t=t, node=node, src=src, dst=dst, weight=weight[order], category=cat[order],
+        owner=owner[order], rank=g.rank[np.maximum(edge_node, 0)].astype(np.int32),
+        binding=np.where(binding >= 0, new_id[np.maximum(binding, 0)], -1),
+        index=index_edges(n_points, src, dst), contradicted=int(contradicted),
+    )

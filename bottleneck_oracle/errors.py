@@ -1,0 +1,25 @@
+"""Exceptions of Bottleneck Oracle: one root and one class per kind of failure."""
+
+from __future__ import annotations
+
+__all__ = ["OracleError", "TraceFormatError", "ConfigError", "GraphError", "CaptureError"]
+
+
+class OracleError(Exception):
+    """Root of every error the tool reports as bad input (exit code 2)."""
+
+
+class TraceFormatError(OracleError):
+    """A trace file is unreadable, truncated, of the wrong schema, or inconsistent."""
+
+
+class ConfigError(OracleError):
+    """A setting, flag or environment value is invalid."""
+
+
+class GraphError(OracleError):
+    """The execution graph cannot be built or analysed (for example it has a cycle)."""
+
+
+class CaptureError(OracleError):
+    """A training job run under the profiler failed."""

@@ -1,0 +1,18 @@
+"""Trace readers: Kineto JSON and PyTorch execution traces → one columnar ``Trace``."""
+
+from bottleneck_oracle.traces.events import EventTable, FlowTable, LaneTable, ProcessGroup, RankInfo, Trace
+from bottleneck_oracle.traces.loader import read_trace, trace_files
+from bottleneck_oracle.traces.types import EventKind, SyncKind
+
+__all__ = [
+    "EventKind",
+    "EventTable",
+    "FlowTable",
+    "LaneTable",
+    "ProcessGroup",
+    "RankInfo",
+    "SyncKind",
+    "Trace",
+    "read_trace",
+    "trace_files",
+]

@@ -1,0 +1,133 @@
+"""msgspec schemas for Kineto and execution-trace JSON: decode only the fields we use.
+
+Typed decoding skips every field we do not name and builds no dicts, which
+makes it about 10x faster and 2x leaner than a generic JSON parser.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+__all__ = ["DecodedFile", "Event", "EventArgs", "EtNode", "decode_file", "decode_exact_times"]
+
+Num = int | float
+IntLike = int | str
+
+
+class EventArgs(msgspec.Struct, gc=False, frozen=True):
+    external_id: IntLike = msgspec.field(default=-1, name="External id")
+    correlation: IntLike = -1
+    stream: IntLike = -1
+    device: IntLike = -1
+    nbytes: Num | str = msgspec.field(default=-1, name="bytes")
+    seq_number: IntLike = msgspec.field(default=-1, name="Sequence number")
+    sync_kind: str = msgspec.field(default="", name="cuda_sync_kind")
+    wait_stream: IntLike = msgspec.field(default=-1, name="wait_on_stream")
+    wait_record: IntLike = msgspec.field(default=-1, name="wait_on_cuda_event_record_corr_id")
+    coll_name: str = msgspec.field(default="", name="Collective name")
+    in_nelems: IntLike = msgspec.field(default=-1, name="In msg nelems")
+    dtype: str = ""
+    group_size: IntLike = msgspec.field(default=-1, name="Group size")
+    pg_name: str = msgspec.field(default="", name="Process Group Name")
+    pg_id: IntLike = msgspec.field(default=-1, name="Process Group ID")
+    pg_ranks: str | list[int] = msgspec.field(default="", name="Process Group Ranks")
+    coll_seq: IntLike = msgspec.field(default=-1, name="Seq")
+    comms_id: IntLike = msgspec.field(default=-1, name="Comms Id")
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
+    # metadata events (ph "M") keep their value here
+    label: str | int | None = msgspec.field(default=None, name="name")
+
+
+_NO_ARGS = EventArgs()
+
+
+class Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str | None = None
+    name: str | None = ""
+    pid: IntLike | None = None
+    tid: IntLike | None = None
+    ts: Num | None = None
+    dur: Num | None = None
+    id: IntLike | None = None
+    args: EventArgs = _NO_ARGS
+
+
+class ProcessGroupInfo(msgspec.Struct, gc=False):
+    pg_name: str = ""
+    pg_desc: str = ""
+    backend_config: str = ""
+    pg_size: int = -1
+    ranks: list[int] = []
+
+
+class DistributedInfo(msgspec.Struct, gc=False):
+    rank: int | None = None
+    world_size: int | None = None
+    backend: str | None = None
+    pg_config: list[ProcessGroupInfo] = []
+
+
+class DeviceProperty(msgspec.Struct, gc=False):
+    id: int = -1
+    name: str = ""
+
+
+class EtNode(msgspec.Struct, gc=False):
+    id: int
+    name: str = ""
+    parent: int = -1
+    rf_id: int = -1
+    tid: int = -1
+    inputs: list[object] = []
+    input_types: list[str] = []
+    outputs: list[object] = []
+    output_types: list[str] = []
+
+
+class DecodedFile(msgspec.Struct, gc=False):
+    traceEvents: list[Event] | None = None
+    distributedInfo: DistributedInfo | None = None
+    deviceProperties: list[DeviceProperty] | None = None
+    baseTimeNanoseconds: int | None = None
+    displayTimeUnit: str | None = None
+    traceName: str | None = None
+    # PyTorch execution trace (ExecutionTraceObserver)
+    nodes: list[EtNode] | None = None
+    schema: str | None = None
+    pid: int | None = None
+
+
+class _TimesOnly(msgspec.Struct, gc=False):
+    ts: msgspec.Raw = msgspec.Raw()
+    dur: msgspec.Raw = msgspec.Raw()
+
+
+class _TimesFile(msgspec.Struct, gc=False):
+    traceEvents: list[_TimesOnly] = []
+
+
+_FILE_DECODER = msgspec.json.Decoder(DecodedFile | list[Event])
+_TIMES_DECODER = msgspec.json.Decoder(_TimesFile | list[_TimesOnly])
+
+
+def decode_file(raw: bytes) -> DecodedFile:
+    """Decodes a trace file's JSON text; a bare event array becomes ``traceEvents``.
+
+    Raises:
+        msgspec.DecodeError: not JSON, or a field of an unexpected type.
+    """
+    doc = _FILE_DECODER.decode(raw)
+    if isinstance(doc, list):
+        return DecodedFile(traceEvents=doc)
+    return doc
+
+
+def decode_exact_times(raw: bytes) -> tuple[list[bytes | None], list[bytes | None]]:
+    """Returns the JSON text of every event's ``ts`` and ``dur``, for exact decimal parsing."""
+    doc = _TIMES_DECODER.decode(raw)
+    events = doc if isinstance(doc, list) else doc.traceEvents
+    return (
+        [bytes(e.ts) or None for e in events],
+        [bytes(e.dur) or None for e in events],
+    )

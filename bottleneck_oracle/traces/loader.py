@@ -1,0 +1,234 @@
+"""Read one trace file, a folder of per-rank files, or several paths into one ``Trace``.
+
+Rank files are parsed in parallel processes; each returns numpy columns, so no
+per-event Python object crosses a process boundary or outlives its parse.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import multiprocessing
+import re
+import zlib
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from bottleneck_oracle.errors import TraceFormatError
+from bottleneck_oracle.traces._decode import DecodedFile, decode_file
+from bottleneck_oracle.traces.events import EventTable, FlowTable, LaneTable, RankInfo, Trace
+from bottleneck_oracle.traces.execution_trace import align_with_kineto, data_dependencies, read_execution_trace
+from bottleneck_oracle.traces.kineto import RANK_IN_NAME, RankPart, parse_kineto
+from bottleneck_oracle.traces.types import EventKind
+
+__all__ = ["read_trace", "trace_files"]
+
+log = logging.getLogger(__name__)
+
+_SUFFIXES = (".json", ".json.gz")
+_TRAILING_NUMBER = re.compile(r"_(\d+)\.json")  # dlrm_eg_3.json.gz → rank 3
+
+
+def trace_files(paths: Sequence[Path]) -> list[Path]:
+    """Expands folders into the ``*.json`` / ``*.json.gz`` files they hold, sorted.
+
+    Raises:
+        TraceFormatError: a path does not exist or a folder holds no trace file.
+    """
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(_SUFFIXES))
+            if not found:
+                raise TraceFormatError(f"{path}: folder holds no .json or .json.gz trace file")
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise TraceFormatError(f"{path}: no such file or folder")
+    return files
+
+
+def _read_bytes(path: Path) -> bytes:
+    data = path.read_bytes()
+    if data[:2] != b"\x1f\x8b":
+        return data
+    try:
+        return gzip.decompress(data)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise TraceFormatError(f"{path.name}: truncated or corrupt gzip ({e})") from e
+
+
+def _decode(path: Path, raw: bytes) -> DecodedFile:
+    try:
+        return decode_file(raw)
+    except msgspec.ValidationError as e:
+        raise TraceFormatError(f"{path.name}: unexpected JSON content: {e}") from e
+    except msgspec.DecodeError as e:
+        what = "truncated JSON" if "truncated" in str(e).lower() else f"not valid JSON ({e})"
+        raise TraceFormatError(f"{path.name}: {what}") from e
+
+
+def _parse_file(path: Path) -> RankPart | tuple[Path, DecodedFile]:
+    raw = _read_bytes(path)
+    doc = _decode(path, raw)
+    if doc.traceEvents is not None:
+        return parse_kineto(doc, path, raw)
+    if doc.nodes is not None:
+        return path, doc  # an execution trace: linked once ranks are known
+    raise TraceFormatError(
+        f"{path.name}: neither a profiler trace (no 'traceEvents') nor an execution trace (no 'nodes')"
+    )
+
+
+def _parse_all(files: list[Path], workers: int) -> list[RankPart | tuple[Path, DecodedFile]]:
+    if workers <= 1 or len(files) <= 1:
+        return [_parse_file(f) for f in files]
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=min(workers, len(files)), mp_context=context) as pool:
+        return list(pool.map(_parse_file, files))
+
+
+def _resolve_ranks(parts: list[RankPart], partial: bool) -> list[tuple[int, str, RankPart]]:
+    ranked: list[tuple[int, str, RankPart]] = []
+    for part in parts:
+        if part.dist_rank is not None:
+            ranked.append((part.dist_rank, "distributedInfo", part))
+        elif m := RANK_IN_NAME.search(part.path.name):
+            ranked.append((int(m.group(1)), "file name", part))
+        elif len(parts) == 1:
+            ranked.append((0, "single file", part))
+        else:
+            raise TraceFormatError(
+                f"{part.path.name}: no distributedInfo and no rank in the file name; "
+                "cannot tell which rank it holds"
+            )
+    seen: dict[int, Path] = {}
+    for rank, _, part in ranked:
+        if rank in seen:
+            raise TraceFormatError(f"{seen[rank].name} and {part.path.name} both claim rank {rank}")
+        seen[rank] = part.path
+    world = max((p.world_size or 0 for _, _, p in ranked), default=0)
+    missing = sorted(set(range(world)) - set(seen))
+    if len(ranked) > 1 and missing and not partial:
+        shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
+        raise TraceFormatError(
+            f"{ranked[0][2].path.parent}: world size {world} but rank(s) {shown} are missing "
+            "(pass --partial to analyze the ranks given)"
+        )
+    return sorted(ranked, key=lambda r: r[0])
+
+
+def _merge(ranked: list[tuple[int, str, RankPart]]) -> Trace:
+    strings: dict[str, int] = {}
+    tables, lanes, flows, infos = [], [], [], []
+    lane_offset = 0
+    origin = min(p.window_ns[0] for _, _, p in ranked)
+    for rank, source, part in ranked:
+        remap = np.array([strings.setdefault(s, len(strings)) for s in part.strings], dtype=np.int32)
+        ev = part.events
+        tables.append(EventTable(**{
+            **{f: getattr(ev, f) for f in EventTable.__dataclass_fields__},
+            "rank": np.full(len(ev), rank, dtype=np.int32),
+            "name": remap[ev.name], "coll_name": remap[ev.coll_name],
+            "pg_name": remap[ev.pg_name], "dtype": remap[ev.dtype],
+            "lane": ev.lane + lane_offset, "start_ns": ev.start_ns - origin,
+        }))
+        lanes.append(part.lanes)
+        fl = part.flows
+        flows.append(FlowTable(
+            rank=np.full(len(fl), rank, dtype=np.int32), is_fwdbwd=fl.is_fwdbwd, flow_id=fl.flow_id,
+            is_start=fl.is_start, lane=np.where(fl.lane >= 0, fl.lane + lane_offset, -1),
+            ts_ns=fl.ts_ns - origin,
+        ))
+        lane_offset += len(part.lanes)
+        infos.append(RankInfo(
+            rank=rank, path=part.path, rank_source=source, world_size=part.world_size,
+            backend=part.backend, base_ns=part.base_ns, devices=part.devices,
+            process_groups=part.process_groups, window_start_ns=part.window_ns[0] - origin,
+            window_end_ns=part.window_ns[1] - origin, events=part.total_events,
+            zero_duration=part.zero_duration,
+        ))
+    lane_table = LaneTable(
+        rank=np.concatenate([np.full(len(ln), r, dtype=np.int32) for (r, _, _), ln in zip(ranked, lanes)]),
+        is_gpu=np.concatenate([ln.is_gpu for ln in lanes]),
+        device=np.concatenate([ln.device for ln in lanes]),
+        stream=np.concatenate([ln.stream for ln in lanes]),
+        pid=sum((ln.pid for ln in lanes), ()), tid=sum((ln.tid for ln in lanes), ()),
+        label=sum((ln.label for ln in lanes), ()),
+    )
+    return Trace(
+        events=EventTable.concat(tables), lanes=lane_table, flows=FlowTable.concat(flows),
+        strings=tuple(strings), ranks=tuple(infos), origin_ns=origin,
+        data_deps=np.zeros((0, 2), dtype=np.int64),
+    )
+
+
+def _pair_execution_trace(path: Path, doc: DecodedFile, ranked: list[tuple[int, str, RankPart]]) -> int:
+    by_pid = [r for r, _, p in ranked if doc.pid is not None and p.main_pid == str(doc.pid)]
+    if len(by_pid) == 1:
+        return by_pid[0]
+    m = RANK_IN_NAME.search(path.name) or _TRAILING_NUMBER.search(path.name)
+    if m is not None and any(r == int(m.group(1)) for r, _, _ in ranked):
+        return int(m.group(1))
+    if len(ranked) == 1:
+        return ranked[0][0]
+    raise TraceFormatError(
+        f"{path.name}: an execution trace holds no timings and matches no Kineto trace "
+        "(by process id or by rank in the file name)"
+    )
+
+
+def _link_one(trace: Trace, path: Path, doc: DecodedFile, rank: int) -> np.ndarray:
+    """Data dependencies of one execution trace as (producer, consumer) event rows."""
+    ev = trace.events
+    et = read_execution_trace(doc, path)
+    ops = np.flatnonzero((ev.rank == rank) & np.isin(ev.kind, (EventKind.CPU_OP, EventKind.ANNOTATION)))
+    names = [trace.strings[i] for i in ev.name[ops].tolist()]
+    rf, pos = align_with_kineto(et, names, ev.lane[ops], ev.external_id[ops])
+    deps = data_dependencies(doc)
+    order = np.argsort(rf)
+    keys, rows = rf[order], ops[pos[order]]
+    if not len(keys):
+        return np.zeros((0, 2), dtype=np.int64)
+    at = np.minimum(np.searchsorted(keys, deps), len(keys) - 1)
+    found = (keys[at] == deps).all(axis=1)
+    log.info("%s: %d of %d ops and %d of %d data dependencies linked to rank %d",
+             path.name, len(rf), int((et.rf_id > 0).sum()), int(found.sum()), len(deps), rank)
+    return rows[at[found]]
+
+
+def _link_execution_traces(trace: Trace, ets: list[tuple[Path, DecodedFile]],
+                           ranked: list[tuple[int, str, RankPart]]) -> Trace:
+    pairs = [_link_one(trace, path, doc, _pair_execution_trace(path, doc, ranked)) for path, doc in ets]
+    deps_rows = np.concatenate(pairs) if pairs else np.zeros((0, 2), dtype=np.int64)
+    return Trace(**{**{f: getattr(trace, f) for f in Trace.__dataclass_fields__}, "data_deps": deps_rows})
+
+
+def read_trace(paths: Sequence[Path] | Path, *, workers: int = 1, partial: bool = False) -> Trace:
+    """Reads Kineto traces (and PyTorch execution traces beside them) into one ``Trace``.
+
+    Args:
+        paths: a file, a folder of per-rank files, or several of either.
+        workers (int): processes that parse files in parallel. (default: ``1``)
+        partial (bool): accept a job whose files miss some ranks. (default: ``False``)
+
+    Raises:
+        TraceFormatError: a file is unreadable or not a trace, two files claim
+            one rank, ranks are missing, or an execution trace pairs with no rank.
+    """
+    files = trace_files([paths] if isinstance(paths, (str, Path)) else paths)
+    parsed = _parse_all(files, workers)
+    kineto = [p for p in parsed if isinstance(p, RankPart)]
+    ets = [p for p in parsed if not isinstance(p, RankPart)]
+    if not kineto:
+        raise TraceFormatError(
+            f"{files[0].name}: an execution trace holds no timings; pass it with its Kineto trace"
+        )
+    ranked = _resolve_ranks(kineto, partial)
+    trace = _merge(ranked)
+    return _link_execution_traces(trace, ets, ranked) if ets else trace
