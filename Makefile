@@ -18,7 +18,7 @@ demo: setup
 	$(VENV)/bin/oracle analyze examples/gpt_2rank
 
 test: setup
-	$(VENV)/bin/pytest -q -n 2
+	$(VENV)/bin/pytest -q -n 2 --dist loadgroup
 
 bench: setup
 	$(PY) benchmarks/bench_analyze.py

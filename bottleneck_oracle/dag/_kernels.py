@@ -196,6 +196,7 @@ def select_binding(t, src, mode, minlag, in_ptr, in_order, wake_tol, contra_tol)
     n = len(in_ptr) - 1
     weight = np.empty(len(src), np.int64)
     binding = np.full(n, -1, np.int64)
+    late = np.zeros(n, np.bool_)
     contradicted = 0
     for v in range(n):
         lo = in_ptr[v]
@@ -212,6 +213,8 @@ def select_binding(t, src, mode, minlag, in_ptr, in_order, wake_tol, contra_tol)
         if chain >= 0 and mode[chain] == BUSY:
             best = chain
         elif chain >= 0 and mode[chain] == GAP:
+            # the latest dependency that arrived while the thread idled released it; if the thread
+            # then took longer than wake_tol to run, the rest of the wait is its own (late)
             best = chain
             for k in range(lo, hi):
                 e = in_order[k]
@@ -220,10 +223,12 @@ def select_binding(t, src, mode, minlag, in_ptr, in_order, wake_tol, contra_tol)
                 arr = t[src[e]] + minlag[e]
                 if t[src[e]] > t[v]:
                     continue
-                if arr >= t[src[chain]] and arr <= t[v] + contra_tol and t[v] - arr <= wake_tol:
+                if arr >= t[src[chain]] and arr <= t[v] + contra_tol:
                     if best == chain or arr > best_arr:
                         best = e
                         best_arr = arr
+            if best != chain and t[v] - best_arr > wake_tol:
+                late[v] = True
         else:
             if chain >= 0:
                 best = chain
@@ -255,4 +260,4 @@ def select_binding(t, src, mode, minlag, in_ptr, in_order, wake_tol, contra_tol)
                     in_order[k] = in_order[lo]
                     in_order[lo] = best
                     break
-    return weight, binding, contradicted
+    return weight, binding, late, contradicted

@@ -48,8 +48,10 @@ def analyze(trace: Trace) -> Analysis:
     reports = find_critical_paths(graph, points, pred)
     partial = partial_steps(reports)
     complete = [r for r in reports if (r.step, r.rank) not in partial]
+    slow = find_slow_steps(reports)
     return Analysis(
-        graph=graph, points=points, steps=tuple(reports), slow_steps=tuple(find_slow_steps(reports)),
-        partial_steps=frozenset(partial), findings=tuple(find_bottlenecks(graph, complete)),
+        graph=graph, points=points, steps=tuple(reports), slow_steps=tuple(slow),
+        partial_steps=frozenset(partial),
+        findings=tuple(find_bottlenecks(graph, complete, {s.step for s in slow})),
         slack_ns=node_slack(graph, points, dist),
     )

@@ -207,6 +207,10 @@ def build_graph(trace: Trace) -> ExecGraph:
     node_of_event[nd["event"]] = np.arange(n)
     data = node_of_event[trace.data_deps] if len(trace.data_deps) else np.zeros((0, 2), np.int64)
     data = data[(data >= 0).all(axis=1)]
+    # on one thread program order already orders producer and consumer
+    data = data[lane[data[:, 0]] != lane[data[:, 1]]]
+    cross_flow = lane[fwd] != lane[bwd]
+    fwd, bwd = fwd[cross_flow], bwd[cross_flow]
     nest = np.flatnonzero(parent >= 0)
     src, dst, typ = _edges([
         (parent[nest], nest, EdgeType.NEST),

@@ -2,7 +2,7 @@
 
 Matching keys, best first (TRACE-NOTES 5.3): the ``Comms Id`` hash; the
 process group and its sequence number; else the k-th occurrence per (group,
-collective type) on each rank. An instance is reliable when nobody left before
+collective type, element count) on each rank. An instance is reliable when nobody left before
 the last member arrived (min end ≥ max start), the defining property of a
 blocking collective; doubtful matches get no cross-rank edge.
 """
@@ -10,15 +10,16 @@ blocking collective; doubtful matches get no cross-rank edge.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 
-from bottleneck_oracle.dag.graph import CollectiveTable
+from bottleneck_oracle.dag.graph import CollectiveTable, ExecGraph
 from bottleneck_oracle.dag.names import collective_type
 from bottleneck_oracle.dag.types import NodeKind, Role
 from bottleneck_oracle.traces import Trace
 
-__all__ = ["CollectiveMatch", "match_collectives", "pair_gloo_calls"]
+__all__ = ["CollectiveArrival", "CollectiveMatch", "collective_arrivals", "match_collectives", "pair_gloo_calls"]
 
 _ARRIVAL_TOL_NS = 50_000
 
@@ -44,11 +45,12 @@ def _keys(trace: Trace, nodes: np.ndarray, meta_event: np.ndarray,
         return [("id", int(c)) for c in comms], "comms_id"
     if len(nodes) and (seq >= 0).all():
         return [("seq", g, k, int(s)) for g, k, s in zip(pg, kinds, seq)], "seq"
-    counter: dict[tuple[int, str, str], int] = defaultdict(int)
+    nelems = ev.nelems[rows]
+    counter: dict[tuple[int, str, str, int], int] = defaultdict(int)
     keys: list[tuple[object, ...]] = [()] * len(nodes)
     for i in np.lexsort((start[nodes], rank[nodes])).tolist():
-        slot = (int(rank[nodes[i]]), pg[i], kinds[i])
-        keys[i] = ("order", pg[i], kinds[i], counter[slot])
+        slot = (int(rank[nodes[i]]), pg[i], kinds[i], int(nelems[i]))
+        keys[i] = ("order", *slot[1:], counter[slot])
         counter[slot] += 1
     return keys, "order"
 
@@ -136,3 +138,51 @@ def pair_gloo_calls(
             pairs_g.append(g)
             taken[slot] += 1
     return np.array(pairs_c, dtype=np.int64), np.array(pairs_g, dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveArrival:
+    """Who reached one collective instance last, and how long the others waited for it.
+
+    Args:
+        instance (int): row of ``ExecGraph.collectives``.
+        kind (str): collective type.
+        step (int): ProfilerStep of the last arrival.
+        members (tuple[int, ...]): member nodes, in rank order.
+        ranks (tuple[int, ...]): their ranks.
+        last_rank (int): the rank that arrived last.
+        last_node (int): its member node.
+        lateness_ns (int): its arrival minus the median arrival of the others.
+    """
+
+    instance: int
+    kind: str
+    step: int
+    members: tuple[int, ...]
+    ranks: tuple[int, ...]
+    last_rank: int
+    last_node: int
+    lateness_ns: int
+
+
+def collective_arrivals(g: ExecGraph) -> list[CollectiveArrival]:
+    """One record per reliable collective instance, in instance order."""
+    members = np.flatnonzero(g.collective >= 0)
+    order = members[np.lexsort((g.rank[members], g.collective[members]))]
+    step = g.step
+    out = []
+    for group in np.split(order, np.flatnonzero(np.diff(g.collective[order])) + 1):
+        if not len(group):
+            continue
+        iid = int(g.collective[group[0]])
+        if not g.collectives.reliable[iid]:
+            continue
+        last = int(group[np.argmax(g.start_ns[group])])
+        others = group[group != last]
+        out.append(CollectiveArrival(
+            instance=iid, kind=g.collectives.kind[iid], step=int(step[last]),
+            members=tuple(group.tolist()), ranks=tuple(g.rank[group].tolist()),
+            last_rank=int(g.rank[last]), last_node=last,
+            lateness_ns=int(g.start_ns[last] - np.median(g.start_ns[others])),
+        ))
+    return out

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bottleneck_oracle.dag.collectives import collective_arrivals
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.types import CATEGORIES, Bottleneck, Category, NodeKind, Role
@@ -21,8 +22,10 @@ from bottleneck_oracle.dag.types import CATEGORIES, Bottleneck, Category, NodeKi
 __all__ = ["Finding", "find_bottlenecks"]
 
 MIN_NS = 1_000_000  # nothing under 1 ms is worth a finding
-ANOMALY_SHARE = 0.10  # of the median step: how much extra time makes an anomaly
-PAUSE_SHARE = 0.10
+ANOMALY_SHARE = 0.10  # of the median step: how much extra time makes an anomaly (in a slow step)
+STRAGGLER_SHARE = 0.25  # of the late rank's median step: lateness that makes a straggler
+PAUSE_SHARE = 0.10  # of the step: a host pause in a slow step
+CHRONIC_PAUSE_SHARE = 0.25  # of the step: a host pause in any step
 _IDX = {c: i for i, c in enumerate(CATEGORIES)}
 
 
@@ -65,8 +68,9 @@ def _top_ops(g: ExecGraph, r: StepReport, mask: np.ndarray, k: int = 5) -> tuple
 
 
 def _category_findings(
-    g: ExecGraph, reports: list[StepReport], kind: Bottleneck, amount: Callable[[StepReport], int],
-    ops_mask: Callable[[StepReport], np.ndarray], what: str, chronic_share: float | None,
+    g: ExecGraph, reports: list[StepReport], slow: set[int], kind: Bottleneck,
+    amount: Callable[[StepReport], int], ops_mask: Callable[[StepReport], np.ndarray], what: str,
+    chronic_share: float | None,
 ) -> list[Finding]:
     out: list[Finding] = []
     by_rank: dict[int, list[StepReport]] = defaultdict(list)
@@ -77,7 +81,7 @@ def _category_findings(
         values = np.array([amount(r) for r in steps], dtype=np.float64)
         walls = np.array([r.wall_ns for r in steps], dtype=np.float64)
         for i, r in enumerate(steps):
-            if len(steps) >= 3:
+            if len(steps) >= 3 and r.step in slow:
                 peers = float(np.median(np.delete(values, i)))
                 excess = values[i] - peers
                 if excess >= max(MIN_NS, ANOMALY_SHARE * float(np.median(np.delete(walls, i)))):
@@ -103,14 +107,15 @@ def _category_findings(
     return out
 
 
-def _host_pauses(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
+def _host_pauses(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[Finding]:
     out = []
     idle = _IDX[Category.IDLE]
     for r in reports:
+        share = PAUSE_SHARE if r.step in slow else CHRONIC_PAUSE_SHARE
         node = np.maximum(r.path_node, 0)
         on_thread = (r.path_node < 0) | np.isin(g.kind[node], (NodeKind.ANNOTATION, NodeKind.PYTHON))
         seg = np.flatnonzero((r.path_category == idle) & (r.path_rank == r.rank) & on_thread)
-        for i in seg[r.path_dur_ns[seg] >= max(MIN_NS, PAUSE_SHARE * r.wall_ns)].tolist():
+        for i in seg[r.path_dur_ns[seg] >= max(MIN_NS, share * r.wall_ns)].tolist():
             before = _neighbour_op(g, r, i, -1)
             after = _neighbour_op(g, r, i, +1)
             lane = g.trace.lanes.label[g.lane[r.path_node[i]]] if r.path_node[i] >= 0 else "a"
@@ -134,40 +139,50 @@ def _neighbour_op(g: ExecGraph, r: StepReport, i: int, step: int) -> str:
     return ""
 
 
-def _stragglers(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
-    """The last rank to reach a collective, when the others waited for it inside."""
+def _stragglers(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[Finding]:
+    """The last rank to reach a collective, when the others waited for it inside.
+
+    Reported for slow steps (every step when there are too few to compare), and once for a
+    rank that is late in most steps (chronic).
+    """
     wall = defaultdict(list)
     for r in reports:
         wall[r.rank].append(r.wall_ns)
     typical = {rank: float(np.median(w)) for rank, w in wall.items()}
     late: dict[tuple[int, int], list[tuple[int, int, list[int]]]] = defaultdict(list)
-    members = np.flatnonzero(g.collective >= 0)
-    order = members[np.argsort(g.collective[members], kind="stable")]
-    bounds = np.flatnonzero(np.diff(g.collective[order])) + 1
-    step_of = g.step
-    for group in np.split(order, bounds):
-        if len(group) < 2 or not g.collectives.reliable[g.collective[group[0]]]:
-            continue
-        starts = g.start_ns[group]
-        last = int(group[np.argmax(starts)])
-        others = group[group != last]
-        lateness = int(starts.max() - np.median(g.start_ns[others]))
-        rank = int(g.rank[last])
-        if lateness >= max(MIN_NS, ANOMALY_SHARE * typical.get(rank, 0.0)):
-            late[(int(step_of[last]), rank)].append((lateness, last, sorted(set(g.rank[others].tolist()))))
+    for c in collective_arrivals(g):
+        if c.lateness_ns >= max(MIN_NS, STRAGGLER_SHARE * typical.get(c.last_rank, 0.0)):
+            waiting = sorted(set(c.ranks) - {c.last_rank})
+            late[(c.step, c.last_rank)].append((c.lateness_ns, c.last_node, waiting))
     out = []
-    for (step, rank), hits in late.items():
-        worst = max(hits, key=lambda h: h[0])
-        waiting = sorted({w for _, _, ws in hits for w in ws})
-        cause = _late_cause(g, reports, step, rank)
-        out.append(Finding(
-            Bottleneck.STRAGGLER_RANK, step, (rank,), (g.node_name(worst[1]),),
-            _ms(sum(h[0] for h in hits)),
-            f"rank {rank} reached {len(hits)} collective(s) of step {step} late, by up to {_ms(worst[0])} ms "
-            f"(first: {g.node_name(worst[1])}); rank(s) {', '.join(map(str, waiting))} waited inside"
-            + (f"; before arriving, rank {rank} spent {cause}" if cause else ""),
-        ))
+    steps_of = {r.step for r in reports}
+    for rank in sorted({rank for _, rank in late}):
+        mine = {step: hits for (step, r), hits in late.items() if r == rank}
+        if len(steps_of) >= 3 and len(mine) * 2 >= len(steps_of):
+            total = float(np.median([sum(h[0] for h in hits) for hits in mine.values()]))
+            out.append(Finding(
+                Bottleneck.STRAGGLER_RANK, None, (rank,), (g.node_name(next(iter(mine.values()))[0][1]),),
+                _ms(total), f"rank {rank} reached collectives late in {len(mine)} of {len(steps_of)} steps "
+                f"(median {_ms(total)} ms a step); the other ranks waited inside",
+            ))
+            continue
+        for step, hits in mine.items():
+            if step in slow or len(steps_of) < 3:  # too few steps to tell slow ones: report all
+                out.append(_straggler_finding(g, reports, step, rank, hits))
     return out
+
+
+def _straggler_finding(g: ExecGraph, reports: list[StepReport], step: int, rank: int,
+                       hits: list[tuple[int, int, list[int]]]) -> Finding:
+    worst = max(hits, key=lambda h: h[0])
+    waiting = sorted({w for _, _, ws in hits for w in ws})
+    cause = _late_cause(g, reports, step, rank)
+    return Finding(
+        Bottleneck.STRAGGLER_RANK, step, (rank,), (g.node_name(worst[1]),), _ms(sum(h[0] for h in hits)),
+        f"rank {rank} reached {len(hits)} collective(s) of step {step} late, by up to {_ms(worst[0])} ms "
+        f"(first: {g.node_name(worst[1])}); rank(s) {', '.join(map(str, waiting))} waited inside"
+        + (f"; before arriving, rank {rank} spent {cause}" if cause else ""),
+    )
 
 
 def _late_cause(g: ExecGraph, reports: list[StepReport], step: int, rank: int) -> str:
@@ -201,27 +216,78 @@ def _checkpoints(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
     return out
 
 
-def _compute_category(g: ExecGraph, rank: int) -> Category:
-    gpu = g.trace.lanes.is_gpu & (g.trace.lanes.rank == rank)
-    return Category.GPU_COMPUTE if gpu.any() else Category.CPU
+def _compute_time(g: ExecGraph) -> tuple[np.ndarray, np.ndarray]:
+    """Per node, its compute time: kernel/copy durations on GPU ranks, CPU op self time on CPU-only ranks."""
+    lanes = g.trace.lanes
+    gpu_rank = np.zeros(int(lanes.rank.max()) + 1 if len(lanes) else 0, dtype=bool)
+    gpu_rank[lanes.rank[lanes.is_gpu]] = True
+    child = np.zeros(len(g), dtype=np.int64)
+    has_parent = g.parent >= 0
+    np.add.at(child, g.parent[has_parent], g.dur_ns[has_parent])
+    self_ns = np.maximum(g.dur_ns - child, 0)
+    on_gpu = lanes.is_gpu[g.lane]
+    is_compute = np.where(gpu_rank[g.rank], on_gpu & np.isin(g.kind, (NodeKind.KERNEL, NodeKind.MEMCPY)),
+                          g.kind == NodeKind.CPU_OP)
+    return np.where(is_compute, np.where(on_gpu, g.dur_ns, self_ns), 0), is_compute
 
 
-def find_bottlenecks(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
-    """Every finding of every detector, largest impact first."""
+def _slow_compute(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[Finding]:
+    """Compute ops of a slow step that took longer than the same ops in the rank's other steps."""
+    compute, is_compute = _compute_time(g)
+    rows = g.step_row
+    total = np.bincount(rows[rows >= 0], weights=compute[rows >= 0], minlength=len(g.steps))
+    out = []
+    for rank in np.unique(g.steps.rank).tolist():
+        mine = np.flatnonzero((g.steps.rank == rank) & (g.steps.step >= 0))
+        walls = (g.steps.end_ns - g.steps.start_ns)[mine]
+        for i, row in enumerate(mine.tolist()):
+            step = int(g.steps.step[row])
+            if len(mine) < 3 or step not in slow:
+                continue
+            peers = float(np.median(np.delete(total[mine], i)))
+            excess = total[row] - peers
+            if excess >= max(MIN_NS, ANOMALY_SHARE * float(np.median(np.delete(walls, i)))):
+                out.append(Finding(
+                    Bottleneck.SLOW_COMPUTE, step, (rank,), _slowest_ops(g, compute, is_compute, row, mine),
+                    _ms(excess), f"rank {rank} step {step}: compute ops ran {_ms(total[row])} ms against a "
+                    f"median of {_ms(peers)} ms in the rank's other steps",
+                ))
+    return out
+
+
+def _slowest_ops(g: ExecGraph, compute: np.ndarray, is_compute: np.ndarray, row: int,
+                 rows: np.ndarray) -> tuple[str, ...]:
+    """Op names whose total time in the step grew most over their median in the other steps."""
+    per_step: dict[int, dict[int, float]] = {}
+    for r in rows.tolist():
+        nodes = np.flatnonzero((g.step_row == r) & is_compute)
+        names, inverse = np.unique(g.name[nodes], return_inverse=True)
+        per_step[r] = dict(zip(names.tolist(), np.bincount(inverse, weights=compute[nodes]).tolist()))
+    others = [r for r in rows.tolist() if r != row]
+    growth = {n: t - float(np.median([per_step[r].get(n, 0.0) for r in others])) for n, t in per_step[row].items()}
+    top = sorted((n for n in growth if growth[n] > 0), key=lambda n: -growth[n])[:5]
+    return tuple(g.trace.strings[n] for n in top)
+
+
+def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[int]) -> list[Finding]:
+    """Every finding of every detector, largest impact first.
+
+    Args:
+        slow_steps: step numbers slow on some rank; step anomalies are looked for only there.
+    """
     own = lambda cat: (lambda r: _own(r, cat))  # noqa: E731
     mask = lambda cat: (lambda r: (r.path_category == _IDX[cat]) & (r.path_rank == r.rank))  # noqa: E731
-    compute = lambda r: _own(r, _compute_category(g, r.rank))  # noqa: E731
-    compute_mask = lambda r: mask(_compute_category(g, r.rank))(r)  # noqa: E731
+    slow = slow_steps
     found = (
-        _stragglers(g, reports) + _host_pauses(g, reports) + _checkpoints(g, reports)
-        + _category_findings(g, reports, Bottleneck.DATALOADER_STALL, own(Category.DATA_LOADING),
+        _stragglers(g, reports, slow) + _host_pauses(g, reports, slow) + _checkpoints(g, reports)
+        + _slow_compute(g, reports, slow)
+        + _category_findings(g, reports, slow, Bottleneck.DATALOADER_STALL, own(Category.DATA_LOADING),
                              mask(Category.DATA_LOADING), "data loading", 0.15)
-        + _category_findings(g, reports, Bottleneck.EXPOSED_COMMUNICATION, own(Category.COMMUNICATION),
+        + _category_findings(g, reports, slow, Bottleneck.EXPOSED_COMMUNICATION, own(Category.COMMUNICATION),
                              mask(Category.COMMUNICATION), "communication not hidden by compute", 0.25)
-        + _category_findings(g, reports, Bottleneck.HOST_SYNC, own(Category.SYNC_WAIT),
+        + _category_findings(g, reports, slow, Bottleneck.HOST_SYNC, own(Category.SYNC_WAIT),
                              mask(Category.SYNC_WAIT), "blocking synchronisation", 0.15)
-        + _category_findings(g, reports, Bottleneck.LAUNCH_OVERHEAD, own(Category.LAUNCH_OVERHEAD),
+        + _category_findings(g, reports, slow, Bottleneck.LAUNCH_OVERHEAD, own(Category.LAUNCH_OVERHEAD),
                              mask(Category.LAUNCH_OVERHEAD), "kernel launch overhead", 0.30)
-        + _category_findings(g, reports, Bottleneck.SLOW_COMPUTE, compute, compute_mask, "compute", None)
     )
     return sorted(found, key=lambda f: -f.impact_ms)

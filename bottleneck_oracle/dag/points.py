@@ -22,7 +22,10 @@ from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.longest_path import EdgeIndex, index_edges
 from bottleneck_oracle.dag.types import CATEGORIES, Category, EdgeType, NodeKind, Role
 
-__all__ = ["PointGraph", "build_point_graph", "WAKE_TOL_NS"]
+__all__ = ["PointGraph", "build_point_graph", "WAKE_TOL_NS", "LANE", "SOURCE"]
+
+LANE = -1  # origin of program-order edges along a lane
+SOURCE = -2  # origin of edges from the source point
 
 WAKE_TOL_NS = 1_000_000  # a thread that resumes within 1 ms of a dependency's end was waiting for it
 CONTRA_TOL_NS = 1_000
@@ -45,6 +48,7 @@ class PointGraph:
     weight: np.ndarray  # int64, -1 = contradicted by the data (absent)
     category: np.ndarray  # int8: index into CATEGORIES
     owner: np.ndarray  # int64: node whose time the edge is (-1: none)
+    origin: np.ndarray  # int8: EdgeType of the graph edge it comes from; LANE or SOURCE
     rank: np.ndarray  # int32: rank the edge's time is spent on
     binding: np.ndarray  # int64
     index: EdgeIndex
@@ -103,22 +107,25 @@ def _cross_edges(g: ExecGraph):  # type: ignore[no-untyped-def]
     out = []
     s, d = g.edges_of(EdgeType.LAUNCH)
     cat = np.where(g.kind[s] == NodeKind.RUNTIME, _C[Category.LAUNCH_OVERHEAD], _C[Category.COMMUNICATION])
-    out.append((2 * s, 2 * d, cat, s))
+    out.append((2 * s, 2 * d, cat, s, EdgeType.LAUNCH))
     s, d = g.edges_of(EdgeType.SYNC)
     # into the waiter's end when it was already running as the awaited work ended (a blocking call,
     # a range that closes on resume), else into its start
-    into_end = g.start_ns[d] < g.end_ns[s] - CONTRA_TOL_NS
+    blocking = (g.kind[d] == NodeKind.RUNTIME) & (g.role[d] == Role.SYNC)
+    into_end = blocking | (g.start_ns[d] < g.end_ns[s] - CONTRA_TOL_NS)
     cat = np.where(gpu_node[s], _C[Category.SYNC_WAIT],
                    np.where(g.kind[s] == NodeKind.COMM, _C[Category.COMMUNICATION], _C[Category.CPU]))
-    out.append((2 * s + 1, 2 * d + into_end, cat, s))
+    # the time of a wait belongs to the waiter, except after a collective (it is communication)
+    out.append((2 * s + 1, 2 * d + into_end, cat, np.where(g.kind[s] == NodeKind.COMM, s, d), EdgeType.SYNC))
     for etype in (EdgeType.FWDBWD, EdgeType.DATA):
         s, d = g.edges_of(etype)
-        out.append((2 * s + 1, 2 * d, np.full(len(s), _C[Category.CPU]), s))
+        out.append((2 * s + 1, 2 * d, np.full(len(s), _C[Category.CPU]), d, etype))
     src = np.concatenate([o[0] for o in out]).astype(np.int64)
     dst = np.concatenate([o[1] for o in out]).astype(np.int64)
     cat = np.concatenate([np.asarray(o[2], dtype=np.int8).reshape(-1) for o in out])
     owner = np.concatenate([o[3] for o in out]).astype(np.int64)
-    return src, dst, cat, owner
+    origin = np.concatenate([np.full(len(o[0]), o[4], dtype=np.int8) for o in out])
+    return src, dst, cat, owner, origin
 
 
 def _collective_edges(g: ExecGraph, first_point: int):  # type: ignore[no-untyped-def]
@@ -130,8 +137,12 @@ def _collective_edges(g: ExecGraph, first_point: int):  # type: ignore[no-untype
     point = first_point + compact[g.collective[member]]
     arrival = np.full(int(rel.sum()), np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(arrival, compact[g.collective[member]], g.start_ns[member])
-    transfer = np.full(len(rel), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(transfer, g.collective[member], g.dur_ns[member])
+    # the lag every member's end has on the last arrival: from it to the first member done
+    first_end = np.full(len(rel), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_end, g.collective[member], g.end_ns[member])
+    last_start = np.full(len(rel), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(last_start, g.collective[member], g.start_ns[member])
+    transfer = np.maximum(first_end - last_start, 0)
     k = len(member)
     src = np.concatenate([2 * member, point]).astype(np.int64)
     dst = np.concatenate([point, 2 * member + 1]).astype(np.int64)
@@ -159,17 +170,23 @@ def build_point_graph(g: ExecGraph) -> PointGraph:
     t[2 * n : source] = arrival
     t[source] = min(int(t[:source].min()) if source else 0, 0)
     h_src, h_dst, h_mode, h_lag, h_cat, h_owner = _chain_edges(g, is_member, transfer)
-    x_src, x_dst, x_cat, x_owner = _cross_edges(g)
+    x_src, x_dst, x_cat, x_owner, x_origin = _cross_edges(g)
     src = np.concatenate([h_src, x_src, c_src])
     dst = np.concatenate([h_dst, x_dst, c_dst])
     mode = np.concatenate([h_mode, np.full(len(x_src) + len(c_src), CROSS, np.int8)])
     minlag = np.concatenate([h_lag, np.zeros(len(x_src), np.int64), c_lag])
     cat = np.concatenate([h_cat, x_cat, np.full(len(c_src), _C[Category.COMMUNICATION], np.int8)])
     owner = np.concatenate([h_owner, x_owner, c_owner])
+    origin = np.concatenate([np.full(len(h_src), LANE, np.int8), x_origin,
+                             np.full(len(c_src), EdgeType.COLLECTIVE, np.int8)])
     in_ptr, in_order = _kernels.csr(dst, n_points)
-    weight, binding, contradicted = _kernels.select_binding(
+    weight, binding, late_wake, contradicted = _kernels.select_binding(
         t, src, mode, minlag, in_ptr, in_order, np.int64(WAKE_TOL_NS), np.int64(CONTRA_TOL_NS)
     )
+    # a thread released by a dependency that then stayed idle: the wait is its own, not the edge's
+    woke_late = binding[late_wake]
+    cat[woke_late] = _C[Category.IDLE]
+    owner[woke_late] = -1
     unbound = np.flatnonzero(binding[:source] < 0)
     e0 = len(src)
     src = np.concatenate([src, np.full(len(unbound), source)])
@@ -177,6 +194,7 @@ def build_point_graph(g: ExecGraph) -> PointGraph:
     weight = np.concatenate([weight, t[unbound] - t[source]])
     cat = np.concatenate([cat, np.full(len(unbound), _C[Category.IDLE], np.int8)])
     owner = np.concatenate([owner, np.full(len(unbound), -1)])
+    origin = np.concatenate([origin, np.full(len(unbound), SOURCE, np.int8)])
     binding[unbound] = np.arange(e0, e0 + len(unbound))
     # GPU work that starts long after its launch on an idle stream waited for something the
     # trace does not show (an event on another stream, a graph-internal dependency): idle,
@@ -189,10 +207,10 @@ def build_point_graph(g: ExecGraph) -> PointGraph:
     late = np.setdiff1d(late, launch[explained])
     cat[late] = _C[Category.IDLE]
     owner[late] = dst[late] // 2
-    return _finish(g, t, src, dst, weight, cat, owner, binding, contradicted)
+    return _finish(g, t, src, dst, weight, cat, owner, origin, binding, contradicted)
 
 
-def _finish(g: ExecGraph, t, src, dst, weight, cat, owner, binding, contradicted) -> PointGraph:  # type: ignore[no-untyped-def]
+def _finish(g: ExecGraph, t, src, dst, weight, cat, owner, origin, binding, contradicted) -> PointGraph:  # type: ignore[no-untyped-def]
     """Drops contradicted edges, puts binding edges first (they win ties) and indexes the graph."""
     n_points = len(t)
     is_binding = np.zeros(len(src), dtype=bool)
@@ -207,7 +225,7 @@ def _finish(g: ExecGraph, t, src, dst, weight, cat, owner, binding, contradicted
     edge_node = np.where(node[dst] >= 0, node[dst], node[src])
     return PointGraph(
         t=t, node=node, src=src, dst=dst, weight=weight[order], category=cat[order],
-        owner=owner[order], rank=g.rank[np.maximum(edge_node, 0)].astype(np.int32),
+        owner=owner[order], origin=origin[order], rank=g.rank[np.maximum(edge_node, 0)].astype(np.int32),
         binding=np.where(binding >= 0, new_id[np.maximum(binding, 0)], -1),
         index=index_edges(n_points, src, dst), contradicted=int(contradicted),
     )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import IntEnum, StrEnum
 
+from bottleneck_oracle.vocabulary import Bottleneck
+
 __all__ = ["NodeKind", "EdgeType", "Role", "Category", "CATEGORIES", "Bottleneck"]
 
 
@@ -63,18 +65,3 @@ class Category(StrEnum):
 
 
 CATEGORIES: tuple[Category, ...] = tuple(Category)  # array code = index here
-
-
-class Bottleneck(StrEnum):
-    """The DESIGN bottleneck vocabulary."""
-
-    DATALOADER_STALL = "dataloader_stall"
-    STRAGGLER_RANK = "straggler_rank"
-    HOST_PAUSE = "host_pause"
-    EXPOSED_COMMUNICATION = "exposed_communication"
-    SLOW_COMPUTE = "slow_compute"
-    HOST_SYNC = "host_sync"
-    LAUNCH_OVERHEAD = "launch_overhead"
-    PIPELINE_BUBBLE = "pipeline_bubble"
-    CHECKPOINT_STALL = "checkpoint_stall"
-    NONE = "none"

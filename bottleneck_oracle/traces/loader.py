@@ -33,21 +33,25 @@ _SUFFIXES = (".json", ".json.gz")
 _TRAILING_NUMBER = re.compile(r"_(\d+)\.json")  # dlrm_eg_3.json.gz → rank 3
 
 
-def trace_files(paths: Sequence[Path]) -> list[Path]:
+def trace_files(paths: Sequence[Path]) -> list[tuple[Path, bool]]:
     """Expands folders into the ``*.json`` / ``*.json.gz`` files they hold, sorted.
+
+    Returns:
+        ``(file, named)`` pairs; ``named`` is false for files found in a folder,
+        which may be other JSON (a manifest) and are then skipped.
 
     Raises:
         TraceFormatError: a path does not exist or a folder holds no trace file.
     """
-    files: list[Path] = []
+    files: list[tuple[Path, bool]] = []
     for path in map(Path, paths):
         if path.is_dir():
             found = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(_SUFFIXES))
             if not found:
                 raise TraceFormatError(f"{path}: folder holds no .json or .json.gz trace file")
-            files += found
+            files += [(p, False) for p in found]
         elif path.is_file():
-            files.append(path)
+            files.append((path, True))
         else:
             raise TraceFormatError(f"{path}: no such file or folder")
     return files
@@ -73,19 +77,26 @@ def _decode(path: Path, raw: bytes) -> DecodedFile:
         raise TraceFormatError(f"{path.name}: {what}") from e
 
 
-def _parse_file(path: Path) -> RankPart | tuple[Path, DecodedFile]:
+Parsed = RankPart | tuple[Path, DecodedFile] | None
+
+
+def _parse_file(item: tuple[Path, bool]) -> Parsed:
+    path, named = item
     raw = _read_bytes(path)
     doc = _decode(path, raw)
     if doc.traceEvents is not None:
         return parse_kineto(doc, path, raw)
     if doc.nodes is not None:
         return path, doc  # an execution trace: linked once ranks are known
+    if not named:
+        log.info("%s: not a trace, skipped", path.name)
+        return None
     raise TraceFormatError(
         f"{path.name}: neither a profiler trace (no 'traceEvents') nor an execution trace (no 'nodes')"
     )
 
 
-def _parse_all(files: list[Path], workers: int) -> list[RankPart | tuple[Path, DecodedFile]]:
+def _parse_all(files: list[tuple[Path, bool]], workers: int) -> list[Parsed]:
     if workers <= 1 or len(files) <= 1:
         return [_parse_file(f) for f in files]
     context = multiprocessing.get_context("fork")
@@ -224,11 +235,10 @@ def read_trace(paths: Sequence[Path] | Path, *, workers: int = 1, partial: bool 
     files = trace_files([paths] if isinstance(paths, (str, Path)) else paths)
     parsed = _parse_all(files, workers)
     kineto = [p for p in parsed if isinstance(p, RankPart)]
-    ets = [p for p in parsed if not isinstance(p, RankPart)]
+    ets = [p for p in parsed if isinstance(p, tuple)]
     if not kineto:
-        raise TraceFormatError(
-            f"{files[0].name}: an execution trace holds no timings; pass it with its Kineto trace"
-        )
+        what = "an execution trace holds no timings; pass it with its Kineto trace" if ets else "no trace in it"
+        raise TraceFormatError(f"{(ets[0][0] if ets else files[0][0]).name}: {what}")
     ranked = _resolve_ranks(kineto, partial)
     trace = _merge(ranked)
     return _link_execution_traces(trace, ets, ranked) if ets else trace

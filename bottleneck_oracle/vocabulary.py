@@ -1,0 +1,22 @@
+"""The bottleneck vocabulary of DESIGN, shared by every layer: captures, findings, evals, the agent."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["Bottleneck"]
+
+
+class Bottleneck(StrEnum):
+    """What makes a step slow; ``none`` when the step is not anomalous."""
+
+    DATALOADER_STALL = "dataloader_stall"
+    STRAGGLER_RANK = "straggler_rank"
+    HOST_PAUSE = "host_pause"
+    EXPOSED_COMMUNICATION = "exposed_communication"
+    SLOW_COMPUTE = "slow_compute"
+    HOST_SYNC = "host_sync"
+    LAUNCH_OVERHEAD = "launch_overhead"
+    PIPELINE_BUBBLE = "pipeline_bubble"
+    CHECKPOINT_STALL = "checkpoint_stall"
+    NONE = "none"

@@ -1,0 +1,65 @@
+"""Gloo collectives on CPU: c10d call ↔ gloo op on its worker thread, matched across ranks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bottleneck_oracle.dag import EdgeType, NodeKind, build_graph
+from bottleneck_oracle.dag.analysis import analyze
+from bottleneck_oracle.dag.collectives import collective_arrivals
+from bottleneck_oracle.dag.types import Bottleneck, Category
+from bottleneck_oracle.traces import read_trace
+from tests.tracebuilder import op, step, write
+
+DIMS = {"Input Dims": [[[1000]], [], []]}
+
+
+def _gloo_rank(call_ms: float) -> list[dict]:
+    # the main thread enqueues the all-reduce, then waits (an uncovered gap) until the gloo worker
+    # finishes at 40 ms; the worker's op starts right after the call
+    call = call_ms * 1000
+    return [
+        step(1, 0, 50_000),
+        op("aten::mm", 1_000, call - 1_500),
+        op("c10d::allreduce_", call, 50, **DIMS),
+        op("gloo:all_reduce", call + 100, 40_000 - call - 100, tid=2, cat="user_annotation",
+           **{"Input Dims": [[1000]]}),
+        op("aten::add", 40_060, 5_000),
+    ]
+
+
+@pytest.fixture()
+def gloo_job(tmp_path: Path) -> Path:
+    write(tmp_path / "job" / "rank0.json.gz", _gloo_rank(5), rank=0, world=2)
+    write(tmp_path / "job" / "rank1.json.gz", _gloo_rank(30), rank=1, world=2)
+    return tmp_path / "job"
+
+
+def test_gloo_ops_pair_with_their_c10d_call_and_match_across_ranks(gloo_job: Path) -> None:
+    g = build_graph(read_trace(gloo_job))
+    names = np.array([g.node_name(i) for i in range(len(g))])
+    gloo = np.flatnonzero(names == "gloo:all_reduce")
+    assert (g.kind[gloo] == NodeKind.COMM).all()
+    src, dst = g.edges_of(EdgeType.LAUNCH)
+    assert sorted(zip(names[src], names[dst])) == [("c10d::allreduce_", "gloo:all_reduce")] * 2
+    (arrival,) = collective_arrivals(g)
+    assert arrival.kind == "allreduce" and arrival.last_rank == 1
+    assert arrival.lateness_ns == 25_000_000
+    # the main thread resumed because the gloo op ended
+    src, dst = g.edges_of(EdgeType.SYNC)
+    assert {(names[s], names[d]) for s, d in zip(src, dst)} >= {("gloo:all_reduce", "aten::add")}
+
+
+def test_gloo_wait_is_communication_and_the_late_rank_is_named(gloo_job: Path) -> None:
+    a = analyze(read_trace(gloo_job))
+    r0, r1 = a.steps
+    # rank 0's 35 ms wait in the gap after its call is not idle: it is communication; the only
+    # idle time is the 4.94 ms after aten::add, before the step ends
+    assert r0.breakdown_ns[Category.COMMUNICATION] == 40_060_000
+    assert r0.breakdown_ns[Category.IDLE] == 4_940_000
+    assert 1 in r0.path_rank.tolist()
+    (straggler,) = [f for f in a.findings if f.category == Bottleneck.STRAGGLER_RANK]
+    assert straggler.ranks == (1,) and straggler.step == 1
