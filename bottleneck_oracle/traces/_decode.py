@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["DecodedFile", "Event", "EventArgs", "EtNode", "decode_file", "decode_exact_times"]
+__all__ = ["DecodedFile", "Event", "EventArgs", "EtNode", "decode_events", "decode_exact_times", "decode_file"]
 
 Num = int | float
 IntLike = int | str
@@ -86,7 +86,9 @@ class EtNode(msgspec.Struct, gc=False):
 
 
 class DecodedFile(msgspec.Struct, gc=False):
-    traceEvents: list[Event] | None = None
+    """A trace file with its events still as raw JSON text (decoded in chunks by ``decode_events``)."""
+
+    traceEvents: list[msgspec.Raw] | None = None
     distributedInfo: DistributedInfo | None = None
     deviceProperties: list[DeviceProperty] | None = None
     baseTimeNanoseconds: int | None = None
@@ -100,19 +102,18 @@ class DecodedFile(msgspec.Struct, gc=False):
 
 class _TimesOnly(msgspec.Struct, gc=False):
     ts: msgspec.Raw = msgspec.Raw()
-    dur: msgspec.Raw = msgspec.Raw()
 
 
-class _TimesFile(msgspec.Struct, gc=False):
-    traceEvents: list[_TimesOnly] = []
-
-
-_FILE_DECODER = msgspec.json.Decoder(DecodedFile | list[Event])
-_TIMES_DECODER = msgspec.json.Decoder(_TimesFile | list[_TimesOnly])
+_FILE_DECODER = msgspec.json.Decoder(DecodedFile | list[msgspec.Raw])
+_EVENTS_DECODER = msgspec.json.Decoder(list[Event])
+_TIMES_DECODER = msgspec.json.Decoder(list[_TimesOnly])
 
 
 def decode_file(raw: bytes) -> DecodedFile:
     """Decodes a trace file's JSON text; a bare event array becomes ``traceEvents``.
+
+    Events stay raw JSON (a view of ``raw`` each, about 50 bytes), so a large
+    file is never held as Python objects all at once.
 
     Raises:
         msgspec.DecodeError: not JSON, or a field of an unexpected type.
@@ -123,11 +124,15 @@ def decode_file(raw: bytes) -> DecodedFile:
     return doc
 
 
-def decode_exact_times(raw: bytes) -> tuple[list[bytes | None], list[bytes | None]]:
-    """Returns the JSON text of every event's ``ts`` and ``dur``, for exact decimal parsing."""
-    doc = _TIMES_DECODER.decode(raw)
-    events = doc if isinstance(doc, list) else doc.traceEvents
-    return (
-        [bytes(e.ts) or None for e in events],
-        [bytes(e.dur) or None for e in events],
-    )
+def decode_events(chunk: list[msgspec.Raw]) -> list[Event]:
+    """Decodes a slice of ``traceEvents`` into event records.
+
+    Raises:
+        msgspec.DecodeError: an event with a field of an unexpected type.
+    """
+    return _EVENTS_DECODER.decode(b"[" + b",".join(chunk) + b"]")
+
+
+def decode_exact_times(chunk: list[msgspec.Raw]) -> list[bytes | None]:
+    """The JSON text of every event's ``ts``, for exact decimal parsing."""
+    return [bytes(e.ts) or None for e in _TIMES_DECODER.decode(b"[" + b",".join(chunk) + b"]")]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from operator import attrgetter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import msgspec
 import numpy as np
 
 from bottleneck_oracle.errors import TraceFormatError
-from bottleneck_oracle.traces._decode import DecodedFile, Event, decode_exact_times
+from bottleneck_oracle.traces._decode import DecodedFile, Event, decode_events, decode_exact_times
 from bottleneck_oracle.traces.events import EventTable, FlowTable, LaneTable, ProcessGroup
 from bottleneck_oracle.traces.types import EventKind, SyncKind
 
@@ -127,232 +128,220 @@ def _exact_us_to_ns(text: bytes | None) -> int:
     return ns + (1 if extra and extra >= b"5" else 0)
 
 
-def _times_ns(path: Path, xs: list[Event], x_index: list[int], raw: bytes) -> tuple[np.ndarray, np.ndarray]:
-    for i, e in zip(x_index, xs):
-        if e.ts is None:
-            raise TraceFormatError(f"{path.name}: event {i} ('{e.name}') has no 'ts'")
-    ts = np.array([e.ts for e in xs])
-    dur = np.array([0 if e.dur is None else e.dur for e in xs], dtype=np.float64)
-    if ts.dtype.kind == "f" and len(ts) and np.abs(ts).max() >= _FLOAT_EXACT_LIMIT_US:
-        ts_text, _ = decode_exact_times(raw)
-        start = np.array([_exact_us_to_ns(ts_text[i]) for i in x_index], dtype=np.int64)
-    elif ts.dtype.kind == "f":
-        start = np.rint(ts * 1000.0).astype(np.int64)
-    else:
-        start = ts.astype(np.int64) * 1000
-    return start, np.rint(dur * 1000.0).astype(np.int64)
-
-
-def _check_durations(path: Path, xs: list[Event], x_index: list[int], dur_ns: np.ndarray) -> None:
-    bad = np.flatnonzero(dur_ns < 0)
-    if len(bad):
-        i = int(bad[0])
-        raise TraceFormatError(
-            f"{path.name}: event {x_index[i]} ('{xs[i].name}') has negative duration "
-            f"{dur_ns[i] / 1000:g} µs"
-        )
+CHUNK_EVENTS = 16_384  # events decoded to Python objects at a time
 
 
 class _Interner:
+    """String → dense id, shared by all columns and chunks of one file."""
+
     def __init__(self) -> None:
         self.ids: dict[str, int] = {"": 0}
         self.strings: list[str] = [""]
 
     def column(self, values: list[str]) -> np.ndarray:
         ids = self.ids
-        get = ids.get
-        out = []
-        for v in values:
-            k = get(v)
-            if k is None:
-                k = ids[v] = len(self.strings)
+        for v in dict.fromkeys(values):
+            if v not in ids:
+                ids[v] = len(self.strings)
                 self.strings.append(v)
-            out.append(k)
-        return np.array(out, dtype=np.int32)
+        return np.fromiter(map(ids.__getitem__, values), dtype=np.int32, count=len(values))
 
 
-def _thread_labels(events: list[Event]) -> dict[tuple[str, str], str]:
-    labels: dict[tuple[str, str], str] = {}
-    for e in events:
-        if e.ph == "M" and e.name == "thread_name" and isinstance(e.args.label, str):
-            key = (str(e.pid), str(e.tid))
-            # a tid can be named twice ("python", then "pt_gloo_runloop"): keep the last specific one
-            if key not in labels or e.args.label not in ("python", "pt_main_thread"):
-                labels[key] = e.args.label
-    return labels
+class _Side:
+    """The few non-complete events a file holds: thread names, flows, window marks."""
+
+    def __init__(self) -> None:
+        self.labels: dict[tuple[str, str], str] = {}
+        self.fwdbwd: list[tuple[int, bool, str, str, float]] = []
+        self.launch_flow_ends: dict[tuple[str, str, float], int] = {}
+        self.marks: list[float] = []
+
+    def collect(self, events: list[Event]) -> None:
+        for e in events:
+            ph = e.ph
+            if ph == "X":
+                if e.cat == "Trace" and e.ts is not None:
+                    self.marks += [e.ts, e.ts + (e.dur or 0)]
+            elif ph == "M":
+                if e.name == "thread_name" and isinstance(e.args.label, str):
+                    key = (str(e.pid), str(e.tid))
+                    # a tid can be named twice ("python", then "pt_gloo_runloop"): keep the specific one
+                    if key not in self.labels or e.args.label not in ("python", "pt_main_thread"):
+                        self.labels[key] = e.args.label
+            elif ph in ("s", "f") and e.id is not None and e.ts is not None:
+                if e.cat == "fwdbwd":
+                    self.fwdbwd.append((_to_int(e.id), ph == "s", str(e.pid), str(e.tid), e.ts))
+                elif ph == "f" and e.cat in _LAUNCH_FLOW_CATS:
+                    self.launch_flow_ends[(str(e.pid), str(e.tid), e.ts)] = _to_int(e.id)
+            elif ph in ("i", "I") and e.ts is not None and e.name and (
+                e.name.startswith("Iteration Start") or e.name == "Record Window End"
+            ):
+                self.marks.append(e.ts)
 
 
-def _lanes(
-    xs: list[Event], kinds: np.ndarray, labels: dict[tuple[str, str], str]
-) -> tuple[np.ndarray, LaneTable]:
-    keys: dict[tuple[object, ...], int] = {}
-    lane_of = []
-    for e, k in zip(xs, kinds.tolist()):
-        if k in _GPU_SIDE:
-            a = e.args
-            dev = _to_int(a.device) if a.device != -1 else _to_int(e.pid)
-            stream = _to_int(a.stream) if a.stream != -1 else _to_int(e.tid)
-            if stream == _UINT32_MINUS_ONE:
-                stream = -1
-            key: tuple[object, ...] = (True, dev, stream, str(e.pid), str(e.tid))[:3]
-        else:
-            key = (False, str(e.pid), str(e.tid))
-        lane = keys.get(key)
-        if lane is None:
-            lane = keys[key] = len(keys)
-        lane_of.append(lane)
-    order = list(keys)
-    is_gpu = np.array([k[0] for k in order], dtype=bool)
-    table = LaneTable(
-        rank=np.zeros(len(order), dtype=np.int32),
-        is_gpu=is_gpu,
-        device=np.array([k[1] if k[0] else -1 for k in order], dtype=np.int32),
-        stream=np.array([k[2] if k[0] else -1 for k in order], dtype=np.int64),
-        pid=tuple(str(k[1]) for k in order),
-        tid=tuple(str(k[2]) for k in order),
-        label=tuple(
-            f"stream {k[2]}" if k[0] else labels.get((str(k[1]), str(k[2])), f"thread {k[2]}")
-            for k in order
-        ),
-    )
-    return np.array(lane_of, dtype=np.int32), table
+_ATTRS = {name: attrgetter(name) for name in (
+    "correlation", "external_id", "stream", "device", "nbytes", "seq_number", "wait_stream", "wait_record",
+    "coll_seq", "group_size")}
 
 
-def _arg_columns(xs: list[Event], names: list[str], interner: _Interner) -> dict[str, np.ndarray]:
+def _chunk_columns(xs: list[Event], interner: _Interner) -> dict[str, np.ndarray]:
+    """Columns of the complete events of one chunk (times still in the file's µs)."""
     args = [e.args for e in xs]
-    stream = _int_column([a.stream for a in args])
-    stream[stream == _UINT32_MINUS_ONE] = -1
+    names = [e.name or "" for e in xs]
+    col = {k: _int_column(list(map(get, args))) for k, get in _ATTRS.items()}
+    col["group_size"] = col["group_size"].astype(np.int32)
     is_comm = [n.startswith(_COMM_PREFIXES) for n in names]
-    nelems = [
+    col["nelems"] = np.array([
         _to_int(a.in_nelems) if a.in_nelems != -1 else (_first_numel(a.input_dims) if c else -1)
-        for a, c in zip(args, is_comm)
-    ]
-    pg_names = [a.pg_name or (str(_to_int(a.pg_id)) if a.pg_id != -1 else "") for a in args]
-    comms = [_to_int(a.comms_id) for a in args]
-    return {
-        "correlation": _int_column([a.correlation for a in args]),
-        "external_id": _int_column([a.external_id for a in args]),
-        "stream": stream,
-        "nbytes": _int_column([a.nbytes for a in args]),
-        "seq_number": _int_column([a.seq_number for a in args]),
-        "sync_kind": np.array([_SYNC_BY_NAME.get(a.sync_kind, 0) for a in args], dtype=np.int8),
-        "wait_stream": _int_column([a.wait_stream for a in args]),
-        "wait_record": _int_column([a.wait_record for a in args]),
-        "coll_name": interner.column([a.coll_name for a in args]),
-        "pg_name": interner.column(pg_names),
-        "coll_seq": _int_column([a.coll_seq for a in args]),
-        "comms_id": np.array([c if c > 0 else 0 for c in comms], dtype=np.uint64),
-        "nelems": np.array(nelems, dtype=np.int64),
-        "dtype": interner.column([a.dtype for a in args]),
-        "group_size": _int_column([a.group_size for a in args], np.int32),
-    }
+        for a, c in zip(args, is_comm)], dtype=np.int64)
+    col["comms_id"] = np.array([max(_to_int(a.comms_id), 0) for a in args], dtype=np.uint64)
+    col["sync_kind"] = np.array([_SYNC_BY_NAME.get(a.sync_kind, 0) for a in args], dtype=np.int8)
+    col["name"] = interner.column(names)
+    col["coll_name"] = interner.column([a.coll_name for a in args])
+    col["pg_name"] = interner.column([a.pg_name or (str(_to_int(a.pg_id)) if a.pg_id != -1 else "") for a in args])
+    col["dtype"] = interner.column([a.dtype for a in args])
+    col["kind"] = np.array([_KIND_BY_CAT[e.cat.lower()] for e in xs], dtype=np.int8)  # type: ignore[union-attr]
+    col["pid"] = interner.column([str(e.pid) for e in xs])
+    col["tid"] = interner.column([str(e.tid) for e in xs])
+    col["ts"] = np.array([e.ts for e in xs], dtype=np.float64)  # µs ints < 2**53 stay exact
+    col["is_int_ts"] = np.array([type(e.ts) is int for e in xs], dtype=bool)
+    col["dur"] = np.array([0 if e.dur is None else e.dur for e in xs], dtype=np.float64)
+    return col
 
 
-def _flows(events: list[Event], lane_keys: dict[tuple[str, str], int], base_ns: int) -> FlowTable:
-    rows = [
-        e for e in events
-        if e.ph in ("s", "f") and e.cat == "fwdbwd" and e.id is not None and e.ts is not None
-    ]
+def _check(path: Path, events: list[Event], idx: list[int], offset: int) -> None:
+    for i in idx:
+        e = events[i]
+        if e.ts is None:
+            raise TraceFormatError(f"{path.name}: event {offset + i} ('{e.name}') has no 'ts'")
+        if e.dur is not None and e.dur < 0:
+            raise TraceFormatError(
+                f"{path.name}: event {offset + i} ('{e.name}') has negative duration {e.dur:g} µs"
+            )
+
+
+def _decode_chunks(doc: DecodedFile, path: Path) -> tuple[dict[str, np.ndarray], np.ndarray, _Side, _Interner]:
+    raws = doc.traceEvents or []
+    interner, side = _Interner(), _Side()
+    parts, rows = [], []
+    for lo in range(0, len(raws), CHUNK_EVENTS):
+        try:
+            events = decode_events(raws[lo : lo + CHUNK_EVENTS])
+        except msgspec.ValidationError as e:
+            raise TraceFormatError(f"{path.name}: unexpected JSON content in events {lo}+: {e}") from e
+        side.collect(events)
+        idx = [i for i, e in enumerate(events) if e.ph == "X" and (e.cat or "").lower() in _KIND_BY_CAT]
+        _check(path, events, idx, lo)
+        parts.append(_chunk_columns([events[i] for i in idx], interner))
+        rows.append(np.array(idx, dtype=np.int64) + lo)
+        del events
+    if not parts:
+        parts.append(_chunk_columns([], interner))
+    cols = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}  # one column at a time
+    return cols, np.concatenate(rows) if rows else np.zeros(0, np.int64), side, interner
+
+
+def _start_ns(cols: dict[str, np.ndarray], doc: DecodedFile, rows: np.ndarray) -> np.ndarray:
+    ts, is_int = cols["ts"], cols["is_int_ts"]
+    start = np.where(is_int, ts.astype(np.int64) * 1000, np.rint(ts * 1000.0).astype(np.int64))
+    if (~is_int & (np.abs(ts) >= _FLOAT_EXACT_LIMIT_US)).any():
+        text = decode_exact_times(doc.traceEvents or [])
+        start = np.array([_exact_us_to_ns(text[i]) for i in rows.tolist()], dtype=np.int64)
+    return start
+
+
+def _lanes(cols: dict[str, np.ndarray], interner: _Interner, labels: dict[tuple[str, str], str]):  # type: ignore[no-untyped-def]
+    """Lane of every event: (pid, tid) for CPU events, (device, stream) for GPU-side ones."""
+    strings = interner.strings
+    as_int = np.array([_to_int(x) for x in strings], dtype=np.int64)
+    gpu = np.isin(cols["kind"], list(_GPU_SIDE))
+    dev = np.where(cols["device"] != -1, cols["device"], as_int[cols["pid"]])
+    stream = np.where(cols["stream"] != -1, cols["stream"], as_int[cols["tid"]])
+    stream = np.where(stream == _UINT32_MINUS_ONE, -1, stream)
+    a = np.where(gpu, dev, cols["pid"]) + 1
+    b = np.where(gpu, stream, cols["tid"]) + 1
+    key = gpu.astype(np.int64) << 62 | (a & 0x7FFFFFFF) << 31 | (b & 0x7FFFFFFF)
+    keys, first, lane = np.unique(key, return_index=True, return_inverse=True)
+    is_gpu = gpu[first]
+    pid = [strings[cols["pid"][i]] for i in first.tolist()]
+    tid = [strings[cols["tid"][i]] for i in first.tolist()]
+    table = LaneTable(
+        rank=np.zeros(len(keys), dtype=np.int32), is_gpu=is_gpu,
+        device=np.where(is_gpu, dev[first], -1).astype(np.int32), stream=np.where(is_gpu, stream[first], -1),
+        pid=tuple(pid), tid=tuple(tid),
+        label=tuple(f"stream {stream[f]}" if g else labels.get((p, t), f"thread {t}")
+                    for f, g, p, t in zip(first.tolist(), is_gpu.tolist(), pid, tid)),
+    )
+    return lane.astype(np.int32), table
+
+
+def _fill_launch_flows(cols: dict[str, np.ndarray], interner: _Interner, ends: dict[tuple[str, str, float], int]) -> None:
+    """GPU events written without a correlation arg take it from their ac2g flow finish."""
+    corr = cols["correlation"]
+    missing = np.flatnonzero((corr < 0) & np.isin(cols["kind"], (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET)))
+    s = interner.strings
+    for i in missing.tolist():
+        ts = cols["ts"][i]
+        key = (s[cols["pid"][i]], s[cols["tid"][i]], int(ts) if cols["is_int_ts"][i] else float(ts))
+        corr[i] = ends.get(key, -1)
+
+
+def _flows(side: _Side, interner: _Interner, cols: dict[str, np.ndarray], lane: np.ndarray,
+           base_ns: int) -> FlowTable:
+    cpu = ~np.isin(cols["kind"], list(_GPU_SIDE))
+    lane_of: dict[tuple[int, int], int] = {}
+    for p, t, ln in zip(cols["pid"][cpu].tolist(), cols["tid"][cpu].tolist(), lane[cpu].tolist()):
+        lane_of.setdefault((p, t), ln)
+    ids = interner.ids
+    rows = side.fwdbwd
     return FlowTable(
         rank=np.zeros(len(rows), dtype=np.int32),
         is_fwdbwd=np.ones(len(rows), dtype=bool),
-        flow_id=_int_column([e.id for e in rows]),
-        is_start=np.array([e.ph == "s" for e in rows], dtype=bool),
-        lane=np.array([lane_keys.get((str(e.pid), str(e.tid)), -1) for e in rows], dtype=np.int32),
-        ts_ns=np.array([base_ns + round(float(e.ts) * 1000) for e in rows], dtype=np.int64),
+        flow_id=np.array([r[0] for r in rows], dtype=np.int64),
+        is_start=np.array([r[1] for r in rows], dtype=bool),
+        lane=np.array([lane_of.get((ids.get(r[2], -1), ids.get(r[3], -1)), -1) for r in rows], dtype=np.int32),
+        ts_ns=np.array([base_ns + round(float(r[4]) * 1000) for r in rows], dtype=np.int64),
     )
 
 
-def _fill_launch_flows(events: list[Event], xs: list[Event], kinds: np.ndarray, corr: np.ndarray) -> None:
-    """GPU events written without a correlation arg take it from their ac2g flow finish."""
-    missing = np.flatnonzero((corr < 0) & np.isin(kinds, (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET)))
-    if not len(missing):
-        return
-    ends = {
-        (str(e.pid), str(e.tid), e.ts): _to_int(e.id)
-        for e in events
-        if e.ph == "f" and e.cat in _LAUNCH_FLOW_CATS and e.id is not None
-    }
-    for i in missing.tolist():
-        e = xs[i]
-        corr[i] = ends.get((str(e.pid), str(e.tid), e.ts), -1)
-
-
-def _window(events: list[Event], start: np.ndarray, end: np.ndarray, base_ns: int) -> tuple[int, int]:
-    marks = []
-    for e in events:
-        if e.cat == "Trace" and e.ph == "X" and e.ts is not None:
-            marks += [e.ts, e.ts + (e.dur or 0)]
-        elif e.ph in ("i", "I") and e.ts is not None and e.name and (
-            e.name.startswith("Iteration Start") or e.name == "Record Window End"
-        ):
-            marks.append(e.ts)
-    if marks:  # the profiler's own window: spans that run past it are bogus (TRACE-NOTES 7)
-        return base_ns + round(min(marks) * 1000), base_ns + round(max(marks) * 1000)
-    lo = int(start.min()) if len(start) else base_ns
-    hi = int(end.max()) if len(end) else base_ns
-    return lo, hi
-
-
-def _main_pid(xs: list[Event], kinds: np.ndarray) -> str | None:
-    counts: dict[str, int] = {}
-    for e, k in zip(xs, kinds.tolist()):
-        if k == EventKind.CPU_OP:
-            counts[str(e.pid)] = counts.get(str(e.pid), 0) + 1
-    return max(counts, key=counts.__getitem__) if counts else None
-
-
-def parse_kineto(doc: DecodedFile, path: Path, raw: bytes) -> RankPart:
-    """Turns a decoded Kineto file into columns.
+def parse_kineto(doc: DecodedFile, path: Path) -> RankPart:
+    """Turns a decoded Kineto file into columns, decoding its events a chunk at a time.
 
     Args:
-        doc (DecodedFile): the decoded JSON.
+        doc (DecodedFile): the file with its events as raw JSON.
         path (Path): the file, for messages.
-        raw (bytes): the JSON text, re-read for exact epoch timestamps.
 
     Raises:
-        TraceFormatError: an event without ``ts`` or with a negative duration.
+        TraceFormatError: an event without ``ts``, with a negative duration, or of a wrong type.
     """
-    events = doc.traceEvents or []
     base_ns = doc.baseTimeNanoseconds or 0
-    x_index = [i for i, e in enumerate(events) if e.ph == "X" and (e.cat or "").lower() in _KIND_BY_CAT]
-    xs = [events[i] for i in x_index]
-    kinds = np.array([_KIND_BY_CAT[e.cat.lower()] for e in xs], dtype=np.int8)  # type: ignore[union-attr]
-    start, dur = _times_ns(path, xs, x_index, raw)
-    _check_durations(path, xs, x_index, dur)
-    start += base_ns
-    interner = _Interner()
-    names = [e.name or "" for e in xs]
-    name_ids = interner.column(names)
-    labels = _thread_labels(events)
-    lane_of, lanes = _lanes(xs, kinds, labels)
-    cpu_lane_keys = {(lanes.pid[i], lanes.tid[i]): i for i in range(len(lanes)) if not lanes.is_gpu[i]}
-    cols = _arg_columns(xs, names, interner)
-    _fill_launch_flows(events, xs, kinds, cols["correlation"])
+    cols, rows, side, interner = _decode_chunks(doc, path)
+    start = _start_ns(cols, doc, rows) + base_ns
+    dur = np.rint(cols["dur"] * 1000.0).astype(np.int64)
+    lane, lanes = _lanes(cols, interner, side.labels)
+    _fill_launch_flows(cols, interner, side.launch_flow_ends)
     table = EventTable(
-        rank=np.zeros(len(xs), dtype=np.int32), kind=kinds, name=name_ids, lane=lane_of,
-        start_ns=start, dur_ns=dur, **cols,
+        rank=np.zeros(len(start), dtype=np.int32), kind=cols["kind"], name=cols["name"], lane=lane,
+        start_ns=start, dur_ns=dur, **{k: cols[k] for k in (
+            "correlation", "external_id", "stream", "nbytes", "seq_number", "sync_kind", "wait_stream",
+            "wait_record", "coll_name", "pg_name", "coll_seq", "comms_id", "nelems", "dtype", "group_size")},
     )
+    table.stream[table.stream == _UINT32_MINUS_ONE] = -1
+    ops = cols["pid"][cols["kind"] == EventKind.CPU_OP]
     dist = doc.distributedInfo
+    marks = side.marks
+    window = ((base_ns + round(min(marks) * 1000), base_ns + round(max(marks) * 1000)) if marks
+              else (int(start.min()) if len(start) else base_ns, int((start + dur).max()) if len(start) else base_ns))
     return RankPart(
-        path=path,
-        events=table,
-        lanes=lanes,
-        flows=_flows(events, cpu_lane_keys, base_ns),
-        strings=interner.strings,
-        dist_rank=dist.rank if dist else None,
+        path=path, events=table, lanes=lanes, flows=_flows(side, interner, cols, lane, base_ns),
+        strings=interner.strings, dist_rank=dist.rank if dist else None,
         world_size=(dist.world_size if dist else None) or _world_from_groups(dist),
-        backend=dist.backend if dist else None,
-        base_ns=base_ns,
+        backend=dist.backend if dist else None, base_ns=base_ns,
         devices=tuple(d.name for d in doc.deviceProperties or ()),
-        process_groups=tuple(
-            ProcessGroup(g.pg_name, g.pg_desc, g.backend_config, tuple(g.ranks))
-            for g in (dist.pg_config if dist else ())
-        ),
-        window_ns=_window(events, start, start + dur, base_ns),
-        main_pid=_main_pid(xs, kinds),
-        total_events=len(events),
-        zero_duration=int((dur == 0).sum()),
+        process_groups=tuple(ProcessGroup(g.pg_name, g.pg_desc, g.backend_config, tuple(g.ranks))
+                             for g in (dist.pg_config if dist else ())),
+        window_ns=window, main_pid=interner.strings[int(np.bincount(ops).argmax())] if len(ops) else None,
+        total_events=len(doc.traceEvents or []), zero_duration=int((dur == 0).sum()),
     )
 
 

@@ -6,7 +6,6 @@ per-event Python object crosses a process boundary or outlives its parse.
 
 from __future__ import annotations
 
-import gzip
 import logging
 import multiprocessing
 import re
@@ -57,17 +56,39 @@ def trace_files(paths: Sequence[Path]) -> list[tuple[Path, bool]]:
     return files
 
 
-def _read_bytes(path: Path) -> bytes:
+def _gunzip(data: bytes) -> bytearray:
+    """Decompresses into one buffer sized from the gzip trailer, 4 MiB at a time, so the
+    peak memory is the output alone (``gzip.decompress`` needs about twice that)."""
+    out = bytearray(int.from_bytes(data[-4:], "little"))  # ISIZE: size mod 2**32, a first guess
+    filled, rest = 0, data
+    while rest:
+        unzip = zlib.decompressobj(wbits=31)
+        pending = rest
+        while pending and not unzip.eof:
+            piece = unzip.decompress(pending, 1 << 22)
+            pending = unzip.unconsumed_tail
+            if filled + len(piece) > len(out):
+                out.extend(bytes(filled + len(piece) - len(out)))
+            out[filled : filled + len(piece)] = piece
+            filled += len(piece)
+        if not unzip.eof:
+            raise EOFError("compressed stream ended early")
+        rest = unzip.unused_data.lstrip(b"\x00")  # another gzip member may follow
+    del out[filled:]
+    return out
+
+
+def _read_bytes(path: Path) -> bytes | bytearray:
     data = path.read_bytes()
     if data[:2] != b"\x1f\x8b":
         return data
     try:
-        return gzip.decompress(data)
-    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        return _gunzip(data)
+    except (EOFError, zlib.error) as e:
         raise TraceFormatError(f"{path.name}: truncated or corrupt gzip ({e})") from e
 
 
-def _decode(path: Path, raw: bytes) -> DecodedFile:
+def _decode(path: Path, raw: bytes | bytearray) -> DecodedFile:
     try:
         return decode_file(raw)
     except msgspec.ValidationError as e:
@@ -85,7 +106,7 @@ def _parse_file(item: tuple[Path, bool]) -> Parsed:
     raw = _read_bytes(path)
     doc = _decode(path, raw)
     if doc.traceEvents is not None:
-        return parse_kineto(doc, path, raw)
+        return parse_kineto(doc, path)
     if doc.nodes is not None:
         return path, doc  # an execution trace: linked once ranks are known
     if not named:
