@@ -108,3 +108,18 @@ def test_cli_flag_set_is_frozen() -> None:
     assert flags["analyze"] == ["as_json", "overlay", "partial", "paths", "rank", "step"]
     assert flags["capture"] == ["batch_size", "d_model", "inject", "layers", "out_dir", "ranks", "seed",
                                 "seq_len", "steps"]
+
+
+def test_execution_trace_alone_exits_2() -> None:
+    out = _oracle("analyze", REAL / "hta" / "execution_trace" / "benchmark_simple_add_et.json.gz")
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "error: benchmark_simple_add_et.json.gz: an execution trace holds no timings; pass it with its "
+        "Kineto trace"
+    ]
+
+
+def test_execution_trace_with_its_kineto_trace(tmp_path: Path) -> None:
+    out = _oracle("analyze", REAL / "hta" / "execution_trace", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["trace"]["ranks"] == [0]

@@ -118,11 +118,11 @@ def _host_pauses(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> lis
         for i in seg[r.path_dur_ns[seg] >= max(MIN_NS, share * r.wall_ns)].tolist():
             before = _neighbour_op(g, r, i, -1)
             after = _neighbour_op(g, r, i, +1)
-            lane = g.trace.lanes.label[g.lane[r.path_node[i]]] if r.path_node[i] >= 0 else "a"
+            lane = g.trace.lanes.label[g.lane[r.path_node[i]]] if r.path_node[i] >= 0 else "a thread"
             out.append(Finding(
                 Bottleneck.HOST_PAUSE, r.step, (r.rank,), tuple(x for x in (before, after) if x),
                 _ms(r.path_dur_ns[i]),
-                f"rank {r.rank} step {r.step}: {lane} thread ran no profiled op for "
+                f"rank {r.rank} step {r.step}: {lane} ran no profiled op for "
                 f"{_ms(r.path_dur_ns[i])} ms ({_ms(r.path_start_ns[i] - r.start_ns)} ms into the step), "
                 f"between '{before or 'step start'}' and '{after or 'step end'}'",
             ))

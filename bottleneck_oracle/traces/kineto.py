@@ -52,6 +52,7 @@ _SYNC_BY_NAME = {
 _COMM_PREFIXES = ("c10d::", "gloo:", "nccl:", "record_param_comms")
 _LAUNCH_FLOW_CATS = frozenset({"ac2g", "async_cpu_to_gpu"})
 _UINT32_MINUS_ONE = 4294967295
+_GENERIC_THREAD_NAMES = ("(python)", "(pt_main_thread)", "python", "pt_main_thread")
 _FLOAT_EXACT_LIMIT_US = 9e12  # above this, float64 µs cannot hold every ns digit
 
 
@@ -166,7 +167,7 @@ class _Side:
                 if e.name == "thread_name" and isinstance(e.args.label, str):
                     key = (str(e.pid), str(e.tid))
                     # a tid can be named twice ("python", then "pt_gloo_runloop"): keep the specific one
-                    if key not in self.labels or e.args.label not in ("python", "pt_main_thread"):
+                    if key not in self.labels or not e.args.label.endswith(_GENERIC_THREAD_NAMES):
                         self.labels[key] = e.args.label
             elif ph in ("s", "f") and e.id is not None and e.ts is not None:
                 if e.cat == "fwdbwd":
