@@ -13,7 +13,7 @@ import logging
 import numpy as np
 
 from bottleneck_oracle.dag._kernels import lane_nesting
-from bottleneck_oracle.dag.collectives import match_collectives, pair_gloo_calls
+from bottleneck_oracle.dag.collectives import completion_ns, match_collectives, pair_gloo_calls
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.handoffs import handoff_edges
 from bottleneck_oracle.dag.links import GpuNodes, inferred_stream_waits, launch_edges, sync_edges
@@ -195,10 +195,13 @@ def build_graph(trace: Trace) -> ExecGraph:
     waiter_lane = np.array(
         [lane[issuer[g]] if g in issuer else main_lane[rank[g]] for g in all_gloo.tolist()], dtype=np.int64
     )
-    resumed_by, resumer = _resume_edges(lane, start, end, waiter_lane, all_gloo)
     handed, resumed = handoff_edges(*nd["chain"], kind, rank, lane, start, end, ~is_gpu)
     meta = _meta_events(trace, kind, nd["event"], parent, launched_by)
     coll = match_collectives(trace, kind, rank, is_gpu, nd["name"], meta, start, end)
+    # the issuing thread resumes when the collective completes (its first member ends): a gloo
+    # worker may close its own span ms later, after the main thread has moved on
+    resumed_by, resumer = _resume_edges(lane, start, completion_ns(coll.instance, coll.table.reliable, end),
+                                        waiter_lane, all_gloo)
     sib_src, sib_dst = _sibling_edges(lane, parent)
     sib_gpu = is_gpu[sib_src]
     loads = role[sib_src] == Role.DATALOADER

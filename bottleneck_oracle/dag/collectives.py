@@ -19,7 +19,10 @@ from bottleneck_oracle.dag.names import collective_type
 from bottleneck_oracle.dag.types import NodeKind, Role
 from bottleneck_oracle.traces import Trace
 
-__all__ = ["CollectiveArrival", "CollectiveMatch", "collective_arrivals", "match_collectives", "pair_gloo_calls"]
+__all__ = [
+    "CollectiveArrival", "CollectiveMatch", "collective_arrivals", "completion_ns", "match_collectives",
+    "pair_gloo_calls",
+]
 
 _ARRIVAL_TOL_NS = 50_000
 
@@ -185,4 +188,15 @@ def collective_arrivals(g: ExecGraph) -> list[CollectiveArrival]:
             last_rank=int(g.rank[last]), last_node=last,
             lateness_ns=int(g.start_ns[last] - np.median(g.start_ns[others])),
         ))
+    return out
+
+
+def completion_ns(instance: np.ndarray, reliable: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """When each node's work completed: for members of a reliable collective, the end of the
+    first member to finish (the data was there then); for every other node, its own end."""
+    member = np.flatnonzero((instance >= 0) & (reliable[np.maximum(instance, 0)] if len(reliable) else False))
+    first = np.full(len(reliable), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, instance[member], end[member])
+    out = end.copy()
+    out[member] = first[instance[member]]
     return out

@@ -20,7 +20,8 @@ from bottleneck_oracle.dag import _kernels
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.longest_path import latest_finish, longest_path
 from bottleneck_oracle.dag.points import PointGraph
-from bottleneck_oracle.dag.types import CATEGORIES, Category
+from bottleneck_oracle.dag.steps import WHOLE_TRACE
+from bottleneck_oracle.dag.types import CATEGORIES, Category, Role
 
 __all__ = ["StepReport", "find_critical_paths", "node_slack", "check_replay"]
 
@@ -76,8 +77,10 @@ def check_replay(pg: PointGraph) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _sinks(g: ExecGraph) -> np.ndarray:
-    """Per step row, the node that ends last."""
-    inside = np.flatnonzero(g.step_row >= 0)
+    """Per step row, the node whose end is the step's end: its range, or its last GPU work."""
+    row = np.maximum(g.step_row, 0)
+    ends_step = (g.role == Role.STEP) | g.trace.lanes.is_gpu[g.lane] | (g.steps.step[row] == WHOLE_TRACE)
+    inside = np.flatnonzero((g.step_row >= 0) & ends_step)
     order = inside[np.lexsort((g.end_ns[inside], g.step_row[inside]))]
     rows = g.step_row[order]
     last = np.flatnonzero(np.append(rows[1:] != rows[:-1], True))

@@ -18,6 +18,7 @@ import numpy as np
 
 from bottleneck_oracle.dag import _kernels
 from bottleneck_oracle.dag._kernels import BLOCKING, BUSY, COMM, CROSS, GAP, LANE_GAP
+from bottleneck_oracle.dag.collectives import completion_ns
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.longest_path import EdgeIndex, index_edges
 from bottleneck_oracle.dag.types import CATEGORIES, Category, EdgeType, NodeKind, Role
@@ -101,31 +102,39 @@ def _chain_edges(g: ExecGraph, reliable_member: np.ndarray, transfer: np.ndarray
     return src, dst, mode, minlag, cat, np.where(has, owner, -1).astype(np.int64)
 
 
-def _cross_edges(g: ExecGraph):  # type: ignore[no-untyped-def]
-    """Launch, sync, flow and data edges between lanes, as point edges."""
+def _cross_edges(g: ExecGraph, arrival_point: np.ndarray, transfer: np.ndarray):  # type: ignore[no-untyped-def]
+    """Launch, sync, flow and data edges between lanes, as point edges.
+
+    A thread waiting for a collective resumes when the collective completes: its wait
+    edge leaves the instance's arrival point with the instance's transfer time as lag.
+    """
     gpu_node = g.trace.lanes.is_gpu[g.lane]
     out = []
     s, d = g.edges_of(EdgeType.LAUNCH)
     cat = np.where(g.kind[s] == NodeKind.RUNTIME, _C[Category.LAUNCH_OVERHEAD], _C[Category.COMMUNICATION])
-    out.append((2 * s, 2 * d, cat, s, EdgeType.LAUNCH))
+    out.append((2 * s, 2 * d, cat, s, EdgeType.LAUNCH, np.zeros(len(s), np.int64)))
     s, d = g.edges_of(EdgeType.SYNC)
-    # into the waiter's end when it was already running as the awaited work ended (a blocking call,
-    # a range that closes on resume), else into its start
+    via = (arrival_point[s] >= 0) & ~gpu_node[s]  # gloo: the worker may close its span late
+    done = np.where(via, completion_ns(g.collective, g.collectives.reliable, g.end_ns)[s], g.end_ns[s])
+    # into the waiter's end when it was already running as the awaited work completed (a blocking
+    # call, a range that closes on resume), else into its start
     blocking = (g.kind[d] == NodeKind.RUNTIME) & (g.role[d] == Role.SYNC)
-    into_end = blocking | (g.start_ns[d] < g.end_ns[s] - CONTRA_TOL_NS)
+    into_end = blocking | (g.start_ns[d] < done - CONTRA_TOL_NS)
     cat = np.where(gpu_node[s], _C[Category.SYNC_WAIT],
                    np.where(g.kind[s] == NodeKind.COMM, _C[Category.COMMUNICATION], _C[Category.CPU]))
     # the time of a wait belongs to the waiter, except after a collective (it is communication)
-    out.append((2 * s + 1, 2 * d + into_end, cat, np.where(g.kind[s] == NodeKind.COMM, s, d), EdgeType.SYNC))
+    out.append((np.where(via, arrival_point[s], 2 * s + 1), 2 * d + into_end, cat,
+                np.where(g.kind[s] == NodeKind.COMM, s, d), EdgeType.SYNC, np.where(via, transfer[s], 0)))
     for etype in (EdgeType.FWDBWD, EdgeType.DATA):
         s, d = g.edges_of(etype)
-        out.append((2 * s + 1, 2 * d, np.full(len(s), _C[Category.CPU]), d, etype))
+        out.append((2 * s + 1, 2 * d, np.full(len(s), _C[Category.CPU]), d, etype, np.zeros(len(s), np.int64)))
     src = np.concatenate([o[0] for o in out]).astype(np.int64)
     dst = np.concatenate([o[1] for o in out]).astype(np.int64)
     cat = np.concatenate([np.asarray(o[2], dtype=np.int8).reshape(-1) for o in out])
     owner = np.concatenate([o[3] for o in out]).astype(np.int64)
     origin = np.concatenate([np.full(len(o[0]), o[4], dtype=np.int8) for o in out])
-    return src, dst, cat, owner, origin
+    minlag = np.concatenate([o[5] for o in out]).astype(np.int64)
+    return src, dst, cat, owner, origin, minlag
 
 
 def _collective_edges(g: ExecGraph, first_point: int):  # type: ignore[no-untyped-def]
@@ -152,7 +161,9 @@ def _collective_edges(g: ExecGraph, first_point: int):  # type: ignore[no-untype
     is_member[member] = True
     node_transfer = np.zeros(len(g), dtype=np.int64)
     node_transfer[member] = transfer[g.collective[member]]
-    return src, dst, minlag, owner, arrival, is_member, node_transfer
+    node_point = np.full(len(g), -1, dtype=np.int64)
+    node_point[member] = point
+    return src, dst, minlag, owner, arrival, is_member, node_transfer, node_point
 
 
 def build_point_graph(g: ExecGraph) -> PointGraph:
@@ -162,7 +173,7 @@ def build_point_graph(g: ExecGraph) -> PointGraph:
         GraphError: the graph has a cycle.
     """
     n = len(g)
-    c_src, c_dst, c_lag, c_owner, arrival, is_member, transfer = _collective_edges(g, 2 * n)
+    c_src, c_dst, c_lag, c_owner, arrival, is_member, transfer, arrival_point = _collective_edges(g, 2 * n)
     n_points = 2 * n + len(arrival) + 1
     source = n_points - 1
     t = np.empty(n_points, dtype=np.int64)
@@ -170,11 +181,11 @@ def build_point_graph(g: ExecGraph) -> PointGraph:
     t[2 * n : source] = arrival
     t[source] = min(int(t[:source].min()) if source else 0, 0)
     h_src, h_dst, h_mode, h_lag, h_cat, h_owner = _chain_edges(g, is_member, transfer)
-    x_src, x_dst, x_cat, x_owner, x_origin = _cross_edges(g)
+    x_src, x_dst, x_cat, x_owner, x_origin, x_lag = _cross_edges(g, arrival_point, transfer)
     src = np.concatenate([h_src, x_src, c_src])
     dst = np.concatenate([h_dst, x_dst, c_dst])
     mode = np.concatenate([h_mode, np.full(len(x_src) + len(c_src), CROSS, np.int8)])
-    minlag = np.concatenate([h_lag, np.zeros(len(x_src), np.int64), c_lag])
+    minlag = np.concatenate([h_lag, x_lag, c_lag])
     cat = np.concatenate([h_cat, x_cat, np.full(len(c_src), _C[Category.COMMUNICATION], np.int8)])
     owner = np.concatenate([h_owner, x_owner, c_owner])
     origin = np.concatenate([np.full(len(h_src), LANE, np.int8), x_origin,

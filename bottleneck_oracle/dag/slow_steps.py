@@ -18,6 +18,7 @@ __all__ = ["SlowStep", "find_slow_steps", "partial_steps", "SLOW_RATIO"]
 
 SLOW_RATIO = 1.25
 SLOW_MADS = 6.0
+NOISE_FLOOR = 0.05  # a shared machine's step-to-step noise, as a share of the median
 MIN_EXCESS_NS = 500_000
 PARTIAL_RATIO = 0.5
 
@@ -78,7 +79,8 @@ def find_slow_steps(reports: list[StepReport]) -> list[SlowStep]:
         for i, r in enumerate(steps):
             others = np.delete(walls, i)
             med = float(np.median(others))
-            mad = float(np.median(np.abs(others - med))) * 1.4826
-            if r.wall_ns >= SLOW_RATIO * med and r.wall_ns - med >= max(SLOW_MADS * mad, MIN_EXCESS_NS):
+            # robust spread of the peers, never below a few percent of their median
+            sigma = max(float(np.median(np.abs(others - med))) * 1.4826, NOISE_FLOOR * med)
+            if r.wall_ns >= SLOW_RATIO * med and r.wall_ns - med >= max(SLOW_MADS * sigma, MIN_EXCESS_NS):
                 slow.append(SlowStep(r.step, rank, r.wall_ns, int(med)))
     return sorted(slow, key=lambda s: -s.excess_ns)

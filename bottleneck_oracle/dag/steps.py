@@ -1,8 +1,9 @@
 """Training steps: ``ProfilerStep#N`` ranges per rank, and the step every node belongs to.
 
 CPU work belongs to the step whose range holds its start; GPU work to the step
-whose CPU launched it (TRACE-NOTES 6.2). Without step annotations the whole
-trace of a rank is one step, numbered -1.
+whose CPU launched it (TRACE-NOTES 6.2). A step ends with its range or its last
+GPU work, whichever is later. Without step annotations the whole trace of a
+rank is one step, numbered -1, ending with its last event.
 """
 
 from __future__ import annotations
@@ -72,8 +73,10 @@ def assign_steps(steps: StepTable, rank: np.ndarray, start: np.ndarray, end: np.
         row[nodes[hit]] = mine[pos[hit]]
     gpu = np.flatnonzero(is_gpu & (launched_by >= 0))
     row[gpu] = row[launched_by[gpu]]
+    # a step ends with its ProfilerStep range or its last GPU work; helper threads (a gloo
+    # worker tidying up after the main thread moved on) do not lengthen it
     end_ns = steps.cpu_end_ns.copy()
-    has = row >= 0
-    np.maximum.at(end_ns, row[has], end[has])
+    extends = (row >= 0) & is_gpu
+    np.maximum.at(end_ns, row[extends], end[extends])
     table = StepTable(steps.rank, steps.step, steps.node, steps.start_ns, steps.cpu_end_ns, end_ns)
     return row.astype(np.int32), table

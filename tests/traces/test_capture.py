@@ -23,7 +23,6 @@ from bottleneck_oracle.traces.capture import (
     parse_injection,
 )
 
-pytestmark = pytest.mark.xdist_group("capture")  # one worker builds each capture (--dist loadgroup)
 
 Trace = dict[str, Any]
 STRAGGLER_MS = 200.0
