@@ -269,6 +269,53 @@ def _slowest_ops(g: ExecGraph, compute: np.ndarray, is_compute: np.ndarray, row:
     return tuple(g.trace.strings[n] for n in top)
 
 
+def _gpu_busy_ns(g: ExecGraph, row: int) -> tuple[int, np.ndarray]:
+    """Time some GPU stream of the step's rank was busy inside the step, and its kernels' durations."""
+    steps = g.steps
+    lanes = g.trace.lanes
+    mine = np.flatnonzero((g.step_row == row) & lanes.is_gpu[g.lane] & (g.parent < 0))
+    lo, hi = int(steps.start_ns[row]), int(steps.end_ns[row])
+    s = np.clip(g.start_ns[mine], lo, hi)
+    e = np.clip(g.end_ns[mine], lo, hi)
+    order = np.argsort(s)
+    s, e = s[order], np.maximum.accumulate(e[order]) if len(e) else e
+    covered = int((e - np.maximum(s, np.concatenate([[lo], e[:-1]]))).clip(min=0).sum()) if len(s) else 0
+    return covered, g.dur_ns[mine[g.kind[mine] == NodeKind.KERNEL]]
+
+
+def _host_bound(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
+    """GPU ranks whose GPU mostly waits while the critical path runs on the host (launch-bound)."""
+    lanes = g.trace.lanes
+    out = []
+    row_of = {(int(s), int(r)): i for i, (s, r) in enumerate(zip(g.steps.step, g.steps.rank))}
+    by_rank: dict[int, list[tuple[StepReport, float, float, np.ndarray]]] = defaultdict(list)
+    for r in reports:
+        if not (lanes.is_gpu & (lanes.rank == r.rank)).any() or r.wall_ns < MIN_NS:
+            continue
+        busy, kernels = _gpu_busy_ns(g, row_of[(r.step, r.rank)])
+        host = _own(r, Category.CPU) + _own(r, Category.LAUNCH_OVERHEAD)
+        by_rank[r.rank].append((r, busy / r.wall_ns, host / r.wall_ns, kernels))
+    for rank, rows in by_rank.items():
+        hits = [x for x in rows if x[1] < 0.5 and x[2] >= 0.5]
+        if not hits or len(hits) * 2 < len(rows):
+            continue
+        kernels = np.concatenate([k for *_, k in hits])
+        launches = g.dur_ns[(g.rank == rank) & (g.role == Role.LAUNCH)]
+        worst = max(hits, key=lambda x: x[2])[0]
+        busy = float(np.median([x[1] for x in hits]))
+        host = float(np.median([x[2] for x in hits]))
+        out.append(Finding(
+            Bottleneck.LAUNCH_OVERHEAD, None, (rank,), _top_ops(g, worst, (worst.path_rank == rank) & np.isin(
+                worst.path_category, (_IDX[Category.CPU], _IDX[Category.LAUNCH_OVERHEAD]))),
+            _ms(np.median([x[0].wall_ns * x[2] for x in hits])),
+            f"rank {rank}: host-bound in {len(hits)} of {len(rows)} steps: the GPU was busy {busy:.0%} of the "
+            f"step while {host:.0%} of the critical path ran on the CPU issuing work; {len(kernels)} kernels of "
+            f"median {np.median(kernels) / 1000 if len(kernels) else 0:.1f} µs against launch calls of median "
+            f"{np.median(launches) / 1000 if len(launches) else 0:.1f} µs",
+        ))
+    return out
+
+
 def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[int]) -> list[Finding]:
     """Every finding of every detector, largest impact first.
 
@@ -280,6 +327,7 @@ def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[in
     slow = slow_steps
     found = (
         _stragglers(g, reports, slow) + _host_pauses(g, reports, slow) + _checkpoints(g, reports)
+        + _host_bound(g, reports)
         + _slow_compute(g, reports, slow)
         + _category_findings(g, reports, slow, Bottleneck.DATALOADER_STALL, own(Category.DATA_LOADING),
                              mask(Category.DATA_LOADING), "data loading", 0.15)
@@ -290,4 +338,7 @@ def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[in
         + _category_findings(g, reports, slow, Bottleneck.LAUNCH_OVERHEAD, own(Category.LAUNCH_OVERHEAD),
                              mask(Category.LAUNCH_OVERHEAD), "kernel launch overhead", 0.30)
     )
-    return sorted(found, key=lambda f: -f.impact_ms)
+    best: dict[tuple[Bottleneck, int | None, tuple[int, ...]], Finding] = {}
+    for f in sorted(found, key=lambda f: -f.impact_ms):  # one finding per kind, step and ranks
+        best.setdefault((f.category, f.step, f.ranks), f)
+    return list(best.values())

@@ -65,3 +65,12 @@ def test_host_pause_names_the_ops_around_the_gap(tmp_path: Path) -> None:
     pause = next(f for f in a.findings if f.category == Bottleneck.HOST_PAUSE)
     assert pause.ops == ("aten::mm", "aten::add") and pause.impact_ms == 20.0
     assert "between 'aten::mm' and 'aten::add'" in pause.evidence
+
+
+def test_host_bound_gpu_job_is_launch_overhead() -> None:
+    from tests.conftest import REAL
+
+    a = analyze(read_trace(REAL / "hta" / "nccl_parser_config"))
+    (f,) = [f for f in a.findings if f.category == Bottleneck.LAUNCH_OVERHEAD]
+    assert f.step is None and f.ranks == (0,)
+    assert "GPU was busy 23% of the step" in f.evidence and f.impact_ms > 150

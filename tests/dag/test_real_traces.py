@@ -115,7 +115,11 @@ def test_dlrm_every_collective_matched_across_eight_ranks(dlrm: Analysis) -> Non
 
 
 def test_dlrm_straggler_named(dlrm: Analysis) -> None:
-    assert [(f.category.value, f.ranks) for f in dlrm.findings][:1] == [("straggler_rank", (7,))]
+    # rank 7 arrives late at the first all-to-all, and it is late because its host is the bottleneck:
+    # its GPU idles while the CPU issues small kernels
+    found = {(f.category.value, f.step, f.ranks) for f in dlrm.findings}
+    assert ("straggler_rank", 10, (7,)) in found and ("launch_overhead", None, (7,)) in found
+    assert {f.ranks for f in dlrm.findings if f.category.value == "straggler_rank"} == {(7,)}
 
 
 def _path_nodes(a: Analysis) -> list[list[int]]:
