@@ -58,18 +58,17 @@ def handoff_edges(chain_src: np.ndarray, chain_dst: np.ndarray, chain_owner: np.
     when = t[resume_point]
     gap_start = np.concatenate([t[chain_src[gaps]], np.full(len(first), np.iinfo(np.int64).min)])
     src, dst = [], []
+    taken = np.zeros(len(resumer), dtype=bool)
+    positions = _searchsorted_pairs(key_r, end[releaser], rank[resumer].astype(np.int64), when)
     for back in (1, 2):  # the latest releaser, or the one before it when that one is on our own thread
-        pos = _searchsorted_pairs(key_r, end[releaser], rank[resumer].astype(np.int64), when) - back
-        ok = pos >= 0
+        pos = positions - back
         cand = releaser[np.maximum(pos, 0)]
-        ok &= (key_r[np.maximum(pos, 0)] == rank[resumer]) & (lane[cand] != lane[resumer])
+        ok = (pos >= 0) & ~taken & (key_r[np.maximum(pos, 0)] == rank[resumer]) & (lane[cand] != lane[resumer])
         ok &= (end[cand] <= when) & (when - end[cand] <= HANDOFF_TOL_NS) & (end[cand] > gap_start)
         ok &= ~((resume_point % 2 == 1) & (start[resumer] >= end[cand]))
-        if back == 2:
-            ok &= ~taken
         src.append(cand[ok])
         dst.append(resumer[ok])
-        taken = ok if back == 1 else taken | ok
+        taken |= ok
     return np.concatenate(src).astype(np.int64), np.concatenate(dst).astype(np.int64)
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import re
 import statistics
 import time
 from collections.abc import Sequence
@@ -20,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from bottleneck_oracle.errors import ConfigError, TraceFormatError
+from bottleneck_oracle.traces.injection import DEFAULT_SIZES, UNITS, Injection
+from bottleneck_oracle.traces.injection import parse_injection as _parse_any
 from bottleneck_oracle.vocabulary import Bottleneck
 
 __all__ = [
@@ -39,109 +39,23 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-UNITS = {
-    Bottleneck.HOST_PAUSE: "ms",
-    Bottleneck.STRAGGLER_RANK: "ms",
-    Bottleneck.DATALOADER_STALL: "ms",
-    Bottleneck.SLOW_COMPUTE: "x",
-    Bottleneck.EXPOSED_COMMUNICATION: "MB",
-    Bottleneck.CHECKPOINT_STALL: "MB",
-}
-DEFAULT_SIZES = {
-    Bottleneck.HOST_PAUSE: 150.0,
-    Bottleneck.STRAGGLER_RANK: 150.0,
-    Bottleneck.DATALOADER_STALL: 150.0,
-    Bottleneck.SLOW_COMPUTE: 4.0,
-    Bottleneck.EXPOSED_COMMUNICATION: 16.0,
-    Bottleneck.CHECKPOINT_STALL: 8.0,
-}
-CATEGORIES = tuple(c.value for c in UNITS)  # the injectable part of the bottleneck vocabulary
+CATEGORIES = (  # what a real capture can inject
+    Bottleneck.HOST_PAUSE.value, Bottleneck.STRAGGLER_RANK.value, Bottleneck.DATALOADER_STALL.value,
+    Bottleneck.SLOW_COMPUTE.value, Bottleneck.EXPOSED_COMMUNICATION.value, Bottleneck.CHECKPOINT_STALL.value,
+)
 MANIFEST_NAME = "manifest.json"
 TRACE_PATTERN = "rank{rank}.pt.trace.json.gz"
-_NAMES = ", ".join(CATEGORIES)
 _SLEEPS = frozenset({Bottleneck.HOST_PAUSE, Bottleneck.STRAGGLER_RANK, Bottleneck.DATALOADER_STALL})
 _MANIFEST_FORMAT = 1
-_SYNTAX = "CATEGORY@STEP[:RANK,RANK...][=SIZE], for example straggler_rank@5:1=100ms"
-_INJECTION_RE = re.compile(
-    r"(?P<category>[A-Za-z_]+)@(?P<step>\d+)(?::(?P<ranks>\d+(?:,\d+)*))?"
-    r"(?:=(?P<size>\d+(?:\.\d*)?)(?P<unit>[A-Za-z]*))?"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Injection:
-    """One fault to inject: what, in which profiler step, on which ranks, how big.
-
-    Attributes:
-        category: one of `CATEGORIES` (names from the bottleneck vocabulary).
-        step: the N of `ProfilerStep#N` it lands in (the wait and warmup steps count).
-        ranks: ranks that apply it, ascending; empty means every rank.
-        size: ms for sleeps, an integer repeat factor (>= 2) of the MLP matmuls for
-            `slow_compute`, MB for `exposed_communication` and `checkpoint_stall`;
-            None means `DEFAULT_SIZES[category]`.
-    """
-
-    category: str
-    step: int
-    ranks: tuple[int, ...] = ()
-    size: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.category not in CATEGORIES:
-            raise ConfigError(f"injection {self}: unknown category {self.category!r}; use one of {_NAMES}")
-        if self.step < 0 or any(rank < 0 for rank in self.ranks):
-            raise ConfigError(f"injection {self}: step and ranks must be >= 0")
-        if len(set(self.ranks)) != len(self.ranks):
-            raise ConfigError(f"injection {self}: a rank is listed twice")
-        object.__setattr__(self, "ranks", tuple(sorted(self.ranks)))
-        if self.size is None:
-            return
-        object.__setattr__(self, "size", float(self.size))
-        if not (math.isfinite(self.size) and self.size > 0):
-            raise ConfigError(f"injection {self}: size must be a positive number")
-        if self.category == "slow_compute" and (self.size < 2 or self.size % 1):
-            raise ConfigError(f"injection {self}: the slow_compute factor must be an integer >= 2")
-
-    @property
-    def unit(self) -> str:
-        """The unit of `size`: `ms`, `x` or `MB`."""
-        return UNITS.get(self.category, "")
-
-    def __str__(self) -> str:
-        text = f"{self.category}@{self.step}"
-        if self.ranks:
-            text += ":" + ",".join(str(rank) for rank in self.ranks)
-        if self.size is not None:
-            text += f"={self.size:.12g}{self.unit}"
-        return text
 
 
 def parse_injection(text: str) -> Injection:
-    """Parse `CATEGORY@STEP[:RANK,RANK...][=SIZE]`, for example `straggler_rank@5:1=100ms`.
-
-    The size may carry its unit (`ms`, `x`, `MB`, any case); it must be the category's.
-
-    Args:
-        text: the injection as given on the command line.
-
-    Returns:
-        The injection; its size is None when the text gives none.
+    """Parse an injection a real capture can run (see ``traces.injection.parse_injection``).
 
     Raises:
-        ConfigError: bad syntax, an unknown category, a wrong unit or an invalid value.
+        ConfigError: bad syntax, a category a capture cannot inject, a wrong unit or value.
     """
-    match = _INJECTION_RE.fullmatch(text.strip())
-    if match is None:
-        raise ConfigError(f"injection {text!r}: expected {_SYNTAX}")
-    category = match["category"]
-    if category not in CATEGORIES:
-        raise ConfigError(f"injection {text!r}: unknown category {category!r}; use one of {_NAMES}")
-    unit = match["unit"] or ""
-    if unit and unit.lower() != UNITS[category].lower():
-        raise ConfigError(f"injection {text!r}: {category} sizes are in {UNITS[category]}, not {unit}")
-    ranks = tuple(int(rank) for rank in match["ranks"].split(",")) if match["ranks"] else ()
-    size = float(match["size"]) if match["size"] else None
-    return Injection(category, int(match["step"]), ranks, size)
+    return _parse_any(text, CATEGORIES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +108,9 @@ class CaptureConfig:
             raise ConfigError("capture config: two injections of one category hit the same step and rank")
 
     def _check_injection(self, injection: Injection) -> None:
+        if injection.category not in CATEGORIES:
+            raise ConfigError(f"injection {injection}: a capture cannot inject {injection.category}; "
+                              f"use one of {', '.join(CATEGORIES)}")
         steps = self.recorded_steps
         if injection.step not in steps:
             raise ConfigError(
