@@ -9,11 +9,12 @@ and to the point where the issuing thread resumed.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 
 from bottleneck_oracle.dag._kernels import lane_nesting
-from bottleneck_oracle.dag.collectives import completion_ns, match_collectives, pair_gloo_calls
+from bottleneck_oracle.dag.collectives import CollectiveMatch, completion_ns, match_collectives, pair_gloo_calls
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.handoffs import handoff_edges
 from bottleneck_oracle.dag.links import GpuNodes, inferred_stream_waits, launch_edges, sync_edges
@@ -133,7 +134,25 @@ def _flow_edges(trace: Trace, lane: np.ndarray, start: np.ndarray) -> tuple[np.n
     return arr[:, 0], arr[:, 1]
 
 
-def _nodes(trace: Trace) -> dict[str, np.ndarray]:
+@dataclass(frozen=True, slots=True)
+class _Nodes:
+    """Node columns in lane order, with each lane's program-order chain (from ``lane_nesting``)."""
+
+    event: np.ndarray
+    kind: np.ndarray
+    role: np.ndarray
+    rank: np.ndarray
+    lane: np.ndarray
+    name: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    parent: np.ndarray
+    depth: np.ndarray
+    overlaps: int
+    chain: tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _nodes(trace: Trace) -> _Nodes:
     """Node rows (every event but sync records and GPU labels), sorted by lane, start, -duration."""
     ev = trace.events
     role_s, comm_kernel, gloo_op = classify_names(trace.strings)
@@ -147,12 +166,12 @@ def _nodes(trace: Trace) -> dict[str, np.ndarray]:
     # spans that run past the recording window (a bogus last ProfilerStep) end with it
     end = np.maximum(np.minimum(start + ev.dur_ns[rows], window_end[ev.rank[rows]]), start)
     parent, depth, end, overlaps, c_src, c_dst, c_owner = lane_nesting(lane, start, end, NEST_TOL_NS)
-    return {
-        "event": rows.astype(np.int64), "kind": _node_kinds(ev.kind[rows], comm_kernel[ev.name[rows]], gloo_op[ev.name[rows]]),
-        "role": role_s[ev.name[rows]].copy(), "rank": ev.rank[rows], "lane": lane,
-        "name": ev.name[rows], "start": start, "end": end, "parent": parent, "depth": depth,
-        "overlaps": np.int64(overlaps), "chain": (c_src, c_dst, c_owner),
-    }
+    names = ev.name[rows]
+    return _Nodes(
+        event=rows.astype(np.int64), kind=_node_kinds(ev.kind[rows], comm_kernel[names], gloo_op[names]),
+        role=role_s[names].copy(), rank=ev.rank[rows], lane=lane, name=names, start=start,
+        end=end, parent=parent, depth=depth, overlaps=int(overlaps), chain=(c_src, c_dst, c_owner),
+    )
 
 
 def _edges(parts: list[tuple[np.ndarray, np.ndarray, EdgeType]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -161,6 +180,70 @@ def _edges(parts: list[tuple[np.ndarray, np.ndarray, EdgeType]]) -> tuple[np.nda
     dst = np.concatenate([d for _, d, _ in parts]).astype(np.int32) if parts else np.zeros(0, np.int32)
     typ = np.concatenate([np.full(len(s), t, dtype=np.int8) for s, _, t in parts]) if parts else np.zeros(0, np.int8)
     return src, dst, typ
+
+
+Parts = list[tuple[np.ndarray, np.ndarray, EdgeType]]
+
+
+def _gpu_links(trace: Trace, nd: _Nodes, is_gpu: np.ndarray) -> tuple[np.ndarray, np.ndarray, Parts]:
+    """Launch and sync edges; returns the launching call and launch time of every node too."""
+    kind, role, rank, start, end = nd.kind, nd.role, nd.rank, nd.start, nd.end
+    corr = trace.events.correlation[nd.event]
+    calls, launched = launch_edges(kind, rank, corr, is_gpu)
+    launched_by = np.full(len(kind), -1, dtype=np.int64)
+    launched_by[launched] = calls
+    launch_ns = start.copy()
+    launch_ns[launched] = start[calls]
+    gpu = GpuNodes(nd.lane, launch_ns, np.flatnonzero(is_gpu & (nd.parent < 0)))
+    awaited, waiter = sync_edges(trace, kind, role, rank, start, end, corr, gpu, launched_by)
+    role[waiter[role[waiter] == Role.COPY]] = Role.SYNC  # a copy whose call waits for it blocks
+    inferred = inferred_stream_waits(rank, nd.lane, start, end, launch_ns, gpu.nodes)
+    return launched_by, launch_ns, [(calls, launched, EdgeType.LAUNCH), (awaited, waiter, EdgeType.SYNC),
+                                    (*inferred, EdgeType.SYNC)]
+
+
+def _gloo_links(trace: Trace, nd: _Nodes, is_gpu: np.ndarray, coll: CollectiveMatch) -> Parts:
+    """c10d call → its gloo op, and the gloo op's completion → where the issuing thread resumed."""
+    kind, rank, lane, start = nd.kind, nd.rank, nd.lane, nd.start
+    c10d, gloo = pair_gloo_calls(trace, kind, nd.role, rank, is_gpu, nd.name, nd.event, start)
+    all_gloo = np.flatnonzero((kind == NodeKind.COMM) & ~is_gpu)
+    issuer = dict(zip(gloo.tolist(), c10d.tolist()))
+    main_lane = _main_lanes(trace, kind, nd.role, rank, lane)
+    waiter_lane = np.array(
+        [lane[issuer[g]] if g in issuer else main_lane[rank[g]] for g in all_gloo.tolist()], dtype=np.int64
+    )
+    # the issuing thread resumes when the collective completes (its first member ends): a gloo
+    # worker may close its own span ms later, after the main thread has moved on
+    done = completion_ns(coll.instance, coll.table.reliable, nd.end)
+    resumed_by, resumer = _resume_edges(lane, start, done, waiter_lane, all_gloo)
+    return [(c10d, gloo, EdgeType.LAUNCH), (resumed_by, resumer, EdgeType.SYNC)]
+
+
+def _thread_edges(nd: _Nodes, is_gpu: np.ndarray) -> Parts:
+    """Nesting, program order on threads and streams, data-loader hand-over, thread hand-offs."""
+    lane, parent, role = nd.lane, nd.parent, nd.role
+    sib_src, sib_dst = _sibling_edges(lane, parent)
+    on_gpu = is_gpu[sib_src]
+    loads = role[sib_src] == Role.DATALOADER
+    nest = np.flatnonzero(parent >= 0)
+    handed, resumed = handoff_edges(*nd.chain, nd.kind, nd.rank, lane, nd.start, nd.end, ~is_gpu)
+    return [(parent[nest], nest, EdgeType.NEST), (sib_src[~on_gpu], sib_dst[~on_gpu], EdgeType.THREAD_NEXT),
+            (sib_src[on_gpu], sib_dst[on_gpu], EdgeType.STREAM_NEXT),
+            (sib_src[loads], sib_dst[loads], EdgeType.DATALOAD), (handed, resumed, EdgeType.SYNC)]
+
+
+def _recorded_dependencies(trace: Trace, nd: _Nodes) -> Parts:
+    """Forward → backward flows and execution-trace data dependencies that cross threads."""
+    lane = nd.lane
+    fwd, bwd = _flow_edges(trace, lane, nd.start)
+    node_of_event = np.full(len(trace.events), -1, dtype=np.int64)
+    node_of_event[nd.event] = np.arange(len(lane))
+    data = node_of_event[trace.data_deps] if len(trace.data_deps) else np.zeros((0, 2), np.int64)
+    data = data[(data >= 0).all(axis=1)]
+    # on one thread program order already orders producer and consumer
+    data = data[lane[data[:, 0]] != lane[data[:, 1]]]
+    cross = lane[fwd] != lane[bwd]
+    return [(fwd[cross], bwd[cross], EdgeType.FWDBWD), (data[:, 0], data[:, 1], EdgeType.DATA)]
 
 
 def build_graph(trace: Trace) -> ExecGraph:
@@ -173,65 +256,17 @@ def build_graph(trace: Trace) -> ExecGraph:
         ExecGraph: nodes, typed edges, steps and matched collectives.
     """
     nd = _nodes(trace)
-    kind, role, rank, lane, start, end, parent = (
-        nd["kind"], nd["role"], nd["rank"], nd["lane"], nd["start"], nd["end"], nd["parent"]
-    )
-    n = len(kind)
-    is_gpu = trace.lanes.is_gpu[lane]
-    corr = trace.events.correlation[nd["event"]]
-    calls, launched = launch_edges(kind, rank, corr, is_gpu)
-    launched_by = np.full(n, -1, dtype=np.int64)
-    launched_by[launched] = calls
-    launch_ns = start.copy()
-    launch_ns[launched] = start[calls]
-    gpu = GpuNodes(lane, launch_ns, np.flatnonzero(is_gpu & (parent < 0)))
-    awaited, waiter = sync_edges(trace, kind, role, rank, start, end, corr, gpu, launched_by)
-    inferred_src, inferred_dst = inferred_stream_waits(rank, lane, start, end, launch_ns, gpu.nodes)
-    role[waiter[role[waiter] == Role.COPY]] = Role.SYNC  # a copy whose call waits for it blocks
-    c10d, gloo = pair_gloo_calls(trace, kind, role, rank, is_gpu, nd["name"], nd["event"], start)
-    all_gloo = np.flatnonzero((kind == NodeKind.COMM) & ~is_gpu)
-    issuer = dict(zip(gloo.tolist(), c10d.tolist()))
-    main_lane = _main_lanes(trace, kind, role, rank, lane)
-    waiter_lane = np.array(
-        [lane[issuer[g]] if g in issuer else main_lane[rank[g]] for g in all_gloo.tolist()], dtype=np.int64
-    )
-    handed, resumed = handoff_edges(*nd["chain"], kind, rank, lane, start, end, ~is_gpu)
-    meta = _meta_events(trace, kind, nd["event"], parent, launched_by)
-    coll = match_collectives(trace, kind, rank, is_gpu, nd["name"], meta, start, end)
-    # the issuing thread resumes when the collective completes (its first member ends): a gloo
-    # worker may close its own span ms later, after the main thread has moved on
-    resumed_by, resumer = _resume_edges(lane, start, completion_ns(coll.instance, coll.table.reliable, end),
-                                        waiter_lane, all_gloo)
-    sib_src, sib_dst = _sibling_edges(lane, parent)
-    sib_gpu = is_gpu[sib_src]
-    loads = role[sib_src] == Role.DATALOADER
-    fwd, bwd = _flow_edges(trace, lane, start)
-    node_of_event = np.full(len(trace.events), -1, dtype=np.int64)
-    node_of_event[nd["event"]] = np.arange(n)
-    data = node_of_event[trace.data_deps] if len(trace.data_deps) else np.zeros((0, 2), np.int64)
-    data = data[(data >= 0).all(axis=1)]
-    # on one thread program order already orders producer and consumer
-    data = data[lane[data[:, 0]] != lane[data[:, 1]]]
-    cross_flow = lane[fwd] != lane[bwd]
-    fwd, bwd = fwd[cross_flow], bwd[cross_flow]
-    nest = np.flatnonzero(parent >= 0)
-    src, dst, typ = _edges([
-        (parent[nest], nest, EdgeType.NEST),
-        (sib_src[~sib_gpu], sib_dst[~sib_gpu], EdgeType.THREAD_NEXT),
-        (sib_src[sib_gpu], sib_dst[sib_gpu], EdgeType.STREAM_NEXT),
-        (calls, launched, EdgeType.LAUNCH), (c10d, gloo, EdgeType.LAUNCH),
-        (awaited, waiter, EdgeType.SYNC), (inferred_src, inferred_dst, EdgeType.SYNC),
-        (resumed_by, resumer, EdgeType.SYNC),
-        (handed, resumed, EdgeType.SYNC),
-        (coll.src, coll.dst, EdgeType.COLLECTIVE),
-        (sib_src[loads], sib_dst[loads], EdgeType.DATALOAD),
-        (fwd, bwd, EdgeType.FWDBWD), (data[:, 0], data[:, 1], EdgeType.DATA),
-    ])
-    steps = find_steps(trace, role, rank, nd["name"], start, end)
-    step_row, steps = assign_steps(steps, rank, start, end, is_gpu, launched_by)
+    is_gpu = trace.lanes.is_gpu[nd.lane]
+    launched_by, launch_ns, parts = _gpu_links(trace, nd, is_gpu)
+    meta = _meta_events(trace, nd.kind, nd.event, nd.parent, launched_by)
+    coll = match_collectives(trace, nd.kind, nd.rank, is_gpu, nd.name, meta, nd.start, nd.end)
+    parts += _gloo_links(trace, nd, is_gpu, coll) + _thread_edges(nd, is_gpu) + _recorded_dependencies(trace, nd)
+    src, dst, typ = _edges(parts + [(coll.src, coll.dst, EdgeType.COLLECTIVE)])
+    steps = find_steps(trace, nd.role, nd.rank, nd.name, nd.start, nd.end)
+    step_row, steps = assign_steps(steps, nd.rank, nd.start, nd.end, is_gpu, launched_by)
     return ExecGraph(
-        trace=trace, event=nd["event"], kind=kind, role=role, rank=rank, lane=lane, name=nd["name"],
-        start_ns=start, dur_ns=end - start, step_row=step_row, parent=parent, depth=nd["depth"],
-        launch_ns=launch_ns, collective=coll.instance, edge_src=src, edge_dst=dst, edge_type=typ,
-        steps=steps, collectives=coll.table, nesting_overlaps=int(nd["overlaps"]),
+        trace=trace, event=nd.event, kind=nd.kind, role=nd.role, rank=nd.rank, lane=nd.lane,
+        name=nd.name, start_ns=nd.start, dur_ns=nd.end - nd.start, step_row=step_row,
+        parent=nd.parent, depth=nd.depth, launch_ns=launch_ns, collective=coll.instance, edge_src=src,
+        edge_dst=dst, edge_type=typ, steps=steps, collectives=coll.table, nesting_overlaps=nd.overlaps,
     )
