@@ -44,6 +44,8 @@ class StepReport:
         path_rank (np.ndarray): int32[K] rank each segment ran on.
         path_start_ns (np.ndarray): int64[K].
         path_dur_ns (np.ndarray): int64[K].
+        start_point (int): the point where the step starts (start of its ProfilerStep range).
+        end_point (int): the point where it ends (end of its range or of its last GPU work).
     """
 
     step: int
@@ -56,6 +58,8 @@ class StepReport:
     path_rank: np.ndarray
     path_start_ns: np.ndarray
     path_dur_ns: np.ndarray
+    start_point: int
+    end_point: int
 
     @property
     def wall_ns(self) -> int:
@@ -100,6 +104,14 @@ def _merge(node: np.ndarray, cat: np.ndarray, rank: np.ndarray, start: np.ndarra
     return node[idx], cat[idx], rank[idx], start[idx], end[stop] - start[idx]
 
 
+def _start_point(g: ExecGraph, row: int) -> int:
+    node = int(g.steps.node[row])
+    if node >= 0:
+        return 2 * node
+    mine = np.flatnonzero(g.step_row == row)  # a whole-trace step starts with the rank's first node
+    return 2 * int(mine[np.argmin(g.start_ns[mine])])
+
+
 def _report(g: ExecGraph, pg: PointGraph, pred: np.ndarray, row: int, sink: int) -> StepReport:
     steps = g.steps
     start, rank = int(steps.start_ns[row]), int(steps.rank[row])
@@ -119,6 +131,7 @@ def _report(g: ExecGraph, pg: PointGraph, pred: np.ndarray, row: int, sink: int)
         step=int(steps.step[row]), rank=rank, start_ns=start, end_ns=end,
         breakdown_ns={c: int(v) for c, v in zip(CATEGORIES, totals)},
         path_node=node, path_category=cat, path_rank=prank, path_start_ns=pstart, path_dur_ns=pdur,
+        start_point=_start_point(g, row), end_point=end_point,
     )
 
 

@@ -11,7 +11,7 @@ def _report(step: int, rank: int, wall_ms: float) -> StepReport:
     wall = int(wall_ms * 1e6)
     empty = np.zeros(0, dtype=np.int64)
     return StepReport(step, rank, 0, wall, {c: 0 for c in Category}, empty, empty.astype(np.int8),
-                      empty.astype(np.int32), empty, empty)
+                      empty.astype(np.int32), empty, empty, 0, 1)
 
 
 def test_clean_noisy_steps_report_nothing() -> None:
