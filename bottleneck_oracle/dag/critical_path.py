@@ -4,9 +4,10 @@ A step's critical path is the longest path of the point graph ending at the
 step's last point (the end of its ProfilerStep or of the last GPU work it
 launched), followed back to the step's start. Because the point graph is
 weighed from observed times, the path covers every instant of the step's wall
-time once, so its categories sum to the wall time exactly. Time the path spends
-on another rank (reached through a collective whose last member was late) is
-communication from this rank's point of view.
+time once, so its categories sum to the wall time exactly. The path may run on
+another rank (reached through a collective whose last member was late): that
+rank's work keeps its category (the step is bound by it), its idle time is
+communication from this rank's point of view (waiting for a late rank).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = ["StepReport", "find_critical_paths", "node_slack", "check_replay"]
 
 log = logging.getLogger(__name__)
 _COMM = np.int8(CATEGORIES.index(Category.COMMUNICATION))
+_IDLE = np.int8(CATEGORIES.index(Category.IDLE))
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +125,9 @@ def _report(g: ExecGraph, pg: PointGraph, pred: np.ndarray, row: int, sink: int)
     keep = seg_end > seg_start
     edges, seg_start, seg_end = edges[keep], seg_start[keep], seg_end[keep]
     seg_rank = pg.rank[edges]
-    cat = np.where(seg_rank == rank, pg.category[edges], _COMM)
+    # another rank's idle time is waiting for a late rank from this rank's view; its work stays work
+    cat = pg.category[edges]
+    cat = np.where((seg_rank != rank) & (cat == _IDLE), _COMM, cat)
     dur = seg_end - seg_start
     totals = np.bincount(cat, weights=dur, minlength=len(CATEGORIES)).astype(np.int64)
     node, cat, prank, pstart, pdur = _merge(pg.owner[edges], cat, seg_rank, seg_start, seg_end)

@@ -46,9 +46,10 @@ def handoff_edges(chain_src: np.ndarray, chain_dst: np.ndarray, chain_owner: np.
     t[0::2], t[1::2] = start, end
     gaps = _gaps(chain_src, chain_dst, chain_owner, kind, cpu, t)
     first, last = _lane_ends(chain_src, chain_dst, len(start), cpu)
-    # releasers: ops whose end opens an idle gap on their thread, or ends the thread
+    # releasers: ops after which their thread runs no op for a while (ranges may open in between,
+    # as `## backward ##` does before the thread waits), or that end the thread
     rel_point = np.concatenate([chain_src[gaps][chain_src[gaps] % 2 == 1], last])
-    releaser = np.unique(rel_point // 2)
+    releaser = np.union1d(rel_point // 2, _ops_before_idle(kind, lane, start, end, cpu))
     order = np.lexsort((end[releaser], rank[releaser]))
     releaser = releaser[order]
     key_r = rank[releaser].astype(np.int64)
@@ -70,6 +71,20 @@ def handoff_edges(chain_src: np.ndarray, chain_dst: np.ndarray, chain_owner: np.
         dst.append(resumer[ok])
         taken |= ok
     return np.concatenate(src).astype(np.int64), np.concatenate(dst).astype(np.int64)
+
+
+def _ops_before_idle(kind: np.ndarray, lane: np.ndarray, start: np.ndarray, end: np.ndarray,
+                     cpu: np.ndarray) -> np.ndarray:
+    """CPU ops whose thread starts no other op (ranges aside) for MIN_GAP_NS after they end."""
+    work = np.flatnonzero(cpu & ~np.isin(kind, (NodeKind.ANNOTATION, NodeKind.PYTHON)))
+    idle = np.full(len(work), MIN_GAP_NS, dtype=np.int64)
+    bounds = np.flatnonzero(np.diff(lane[work])) + 1  # nodes are in (lane, start) order
+    for lo, hi in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(work)]])):
+        mine = work[lo:hi]
+        nxt = np.searchsorted(start[mine], end[mine], side="left")
+        has = nxt < len(mine)
+        idle[lo:hi][has] = start[mine[nxt[has]]] - end[mine[has]]
+    return work[idle >= MIN_GAP_NS]
 
 
 def _lane_ends(chain_src: np.ndarray, chain_dst: np.ndarray, n: int, cpu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -30,7 +30,8 @@ SOURCE = -2  # origin of edges from the source point
 
 WAKE_TOL_NS = 1_000_000  # a thread that resumes within 1 ms of a dependency's end was waiting for it
 CONTRA_TOL_NS = 1_000
-LAUNCH_LATENCY_NS = 100_000  # a launch that took longer to start its work was not what it waited for
+LAUNCH_LATENCY_NS = 100_000
+PAUSE_NS = 1_000_000  # an uncovered stretch this long inside a user range is a pause, not op dispatch  # a launch that took longer to start its work was not what it waited for
 _C = {c: np.int8(i) for i, c in enumerate(CATEGORIES)}
 
 
@@ -83,7 +84,10 @@ def _chain_edges(g: ExecGraph, reliable_member: np.ndarray, transfer: np.ndarray
     # CPU gaps: no op, or only an annotation / Python frame open → host time, unless a wake-up explains it
     gap = ~gpu & (~has | (kind == NodeKind.ANNOTATION) | (kind == NodeKind.PYTHON))
     mode[gap] = GAP
-    cat[gap & (~has | (role == Role.STEP))] = _C[Category.IDLE]
+    # a short gap inside a user range is Python between its ops; a long one is a pause (GC, sleep,
+    # I/O, unprofiled code), as is any gap with no range open but the step
+    long_gap = obs >= PAUSE_NS
+    cat[gap & (~has | (role == Role.STEP) | ((kind == NodeKind.ANNOTATION) & long_gap))] = _C[Category.IDLE]
     sync = has & (kind == NodeKind.RUNTIME) & (role == Role.SYNC)
     mode[sync], cat[sync] = BLOCKING, _C[Category.SYNC_WAIT]
     api = has & (kind == NodeKind.RUNTIME) & np.isin(role, (Role.LAUNCH, Role.COPY, Role.EVENT_RECORD, Role.STREAM_WAIT))

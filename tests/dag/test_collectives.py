@@ -56,9 +56,11 @@ def test_gloo_ops_pair_with_their_c10d_call_and_match_across_ranks(gloo_job: Pat
 def test_gloo_wait_is_communication_and_the_late_rank_is_named(gloo_job: Path) -> None:
     a = analyze(read_trace(gloo_job))
     r0, r1 = a.steps
-    # rank 0's 35 ms wait in the gap after its call is not idle: it is communication; the only
-    # idle time is the 4.94 ms after aten::add, before the step ends
-    assert r0.breakdown_ns[Category.COMMUNICATION] == 40_060_000
+    # rank 0's 35 ms wait in the gap after its call is not idle: its path runs on rank 1 then, whose
+    # 1.5 ms of gaps are communication and 28.6 ms of ops cpu; rank 0's own gloo op adds 9.96 ms of
+    # communication; the only idle time is the 4.94 ms after aten::add, before the step ends
+    assert r0.breakdown_ns[Category.COMMUNICATION] == 1_500_000 + 9_960_000
+    assert r0.breakdown_ns[Category.CPU] == 28_500_000 + 100_000 + 5_000_000
     assert r0.breakdown_ns[Category.IDLE] == 4_940_000
     assert 1 in r0.path_rank.tolist()
     (straggler,) = [f for f in a.findings if f.category == Bottleneck.STRAGGLER_RANK]

@@ -73,4 +73,4 @@ def test_host_bound_gpu_job_is_launch_overhead() -> None:
     a = analyze(read_trace(REAL / "hta" / "nccl_parser_config"))
     (f,) = [f for f in a.findings if f.category == Bottleneck.LAUNCH_OVERHEAD]
     assert f.step is None and f.ranks == (0,)
-    assert "GPU was busy 23% of the step" in f.evidence and f.impact_ms > 150
+    assert "GPU was busy 18% of the step" in f.evidence and f.impact_ms > 150  # NCCL kernels excluded

@@ -1,0 +1,224 @@
+"""Detectors of the host and the step: stragglers, host pauses, checkpoints, slow compute, category anomalies."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+
+import numpy as np
+
+from bottleneck_oracle.dag.collectives import collective_arrivals
+from bottleneck_oracle.dag.critical_path import StepReport
+from bottleneck_oracle.dag.finding import ANOMALY_SHARE, CAT_INDEX, MIN_NS, Finding, ms, top_ops
+from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.types import Bottleneck, Category, NodeKind, Role
+
+__all__ = ["category_findings", "checkpoints", "host_pauses", "slow_compute", "stragglers"]
+
+STRAGGLER_SHARE = 0.25  # of the late rank's median step: lateness that makes a straggler
+PAUSE_SHARE = 0.10  # of the step: a host pause in a slow step
+CHRONIC_PAUSE_SHARE = 0.25  # of the step: a host pause in any step
+
+
+def category_findings(
+    g: ExecGraph, reports: list[StepReport], slow: set[int], kind: Bottleneck,
+    amount: Callable[[StepReport], int], ops_mask: Callable[[StepReport], np.ndarray], what: str,
+    chronic_share: float | None,
+) -> list[Finding]:
+    out: list[Finding] = []
+    by_rank: dict[int, list[StepReport]] = defaultdict(list)
+    for r in reports:
+        by_rank[r.rank].append(r)
+    chronic: dict[tuple[int, ...], list[tuple[StepReport, int]]] = defaultdict(list)
+    for rank, steps in by_rank.items():
+        values = np.array([amount(r) for r in steps], dtype=np.float64)
+        walls = np.array([r.wall_ns for r in steps], dtype=np.float64)
+        for i, r in enumerate(steps):
+            if len(steps) >= 3 and r.step in slow:
+                peers = float(np.median(np.delete(values, i)))
+                excess = values[i] - peers
+                if excess >= max(MIN_NS, ANOMALY_SHARE * float(np.median(np.delete(walls, i)))):
+                    out.append(Finding(
+                        kind, r.step, (rank,), top_ops(g, r, ops_mask(r)), ms(excess),
+                        f"rank {rank} step {r.step}: {what} took {ms(values[i])} ms of the critical path "
+                        f"against a median of {ms(peers)} ms in the rank's other steps",
+                    ))
+                    continue
+            if chronic_share is not None and values[i] >= max(MIN_NS, chronic_share * walls[i]):
+                chronic[(rank,)].append((r, int(values[i])))
+    for ranks, hits in chronic.items():
+        total_steps = len(by_rank[ranks[0]])
+        if len(hits) * 2 < total_steps:
+            continue
+        worst = max(hits, key=lambda h: h[1])[0]
+        share = np.median([v / r.wall_ns for r, v in hits])
+        out.append(Finding(
+            kind, None, ranks, top_ops(g, worst, ops_mask(worst)), ms(np.median([v for _, v in hits])),
+            f"rank {ranks[0]}: {what} takes {share:.0%} of the wall time in {len(hits)} of "
+            f"{total_steps} steps (median {ms(np.median([v for _, v in hits]))} ms a step)",
+        ))
+    return out
+
+
+def host_pauses(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[Finding]:
+    out = []
+    idle = CAT_INDEX[Category.IDLE]
+    for r in reports:
+        share = PAUSE_SHARE if r.step in slow else CHRONIC_PAUSE_SHARE
+        node = np.maximum(r.path_node, 0)
+        on_thread = (r.path_node < 0) | np.isin(g.kind[node], (NodeKind.ANNOTATION, NodeKind.PYTHON))
+        seg = np.flatnonzero((r.path_category == idle) & (r.path_rank == r.rank) & on_thread)
+        for i in seg[r.path_dur_ns[seg] >= max(MIN_NS, share * r.wall_ns)].tolist():
+            before = _neighbour_op(g, r, i, -1)
+            after = _neighbour_op(g, r, i, +1)
+            lane = g.trace.lanes.label[g.lane[r.path_node[i]]] if r.path_node[i] >= 0 else "a thread"
+            out.append(Finding(
+                Bottleneck.HOST_PAUSE, r.step, (r.rank,), tuple(x for x in (before, after) if x),
+                ms(r.path_dur_ns[i]),
+                f"rank {r.rank} step {r.step}: {lane} ran no profiled op for "
+                f"{ms(r.path_dur_ns[i])} ms ({ms(r.path_start_ns[i] - r.start_ns)} ms into the step), "
+                f"between '{before or 'step start'}' and '{after or 'step end'}'",
+            ))
+    return out
+
+
+def _neighbour_op(g: ExecGraph, r: StepReport, i: int, step: int) -> str:
+    j = i + step
+    while 0 <= j < len(r.path_node):
+        node = r.path_node[j]
+        if node >= 0 and g.kind[node] != NodeKind.ANNOTATION:
+            return g.node_name(node)
+        j += step
+    return ""
+
+
+def stragglers(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[Finding]:
+    """The last rank to reach a collective, when the others waited for it inside.
+
+    Reported for slow steps (every step when there are too few to compare), and once for a
+    rank that is late in most steps (chronic).
+    """
+    wall = defaultdict(list)
+    for r in reports:
+        wall[r.rank].append(r.wall_ns)
+    typical = {rank: float(np.median(w)) for rank, w in wall.items()}
+    late: dict[tuple[int, int], list[tuple[int, int, list[int]]]] = defaultdict(list)
+    for c in collective_arrivals(g):
+        if c.kind == "sendrecv" and len(c.ranks) == 2:
+            continue  # a pipeline receive is posted early by design: that is a bubble, not a straggler
+        if c.lateness_ns >= max(MIN_NS, STRAGGLER_SHARE * typical.get(c.last_rank, 0.0)):
+            waiting = sorted(set(c.ranks) - {c.last_rank})
+            late[(c.step, c.last_rank)].append((c.lateness_ns, c.last_node, waiting))
+    out = []
+    steps_of = {r.step for r in reports}
+    for rank in sorted({rank for _, rank in late}):
+        mine = {step: hits for (step, r), hits in late.items() if r == rank}
+        if len(steps_of) >= 3 and len(mine) * 2 >= len(steps_of):
+            total = float(np.median([sum(h[0] for h in hits) for hits in mine.values()]))
+            out.append(Finding(
+                Bottleneck.STRAGGLER_RANK, None, (rank,), (g.node_name(next(iter(mine.values()))[0][1]),),
+                ms(total), f"rank {rank} reached collectives late in {len(mine)} of {len(steps_of)} steps "
+                f"(median {ms(total)} ms a step); the other ranks waited inside",
+            ))
+            continue
+        for step, hits in mine.items():
+            if step in slow or len(steps_of) < 3:  # too few steps to tell slow ones: report all
+                out.append(_straggler_finding(g, reports, step, rank, hits))
+    return out
+
+
+def _straggler_finding(g: ExecGraph, reports: list[StepReport], step: int, rank: int,
+                       hits: list[tuple[int, int, list[int]]]) -> Finding:
+    worst = max(hits, key=lambda h: h[0])
+    waiting = sorted({w for _, _, ws in hits for w in ws})
+    cause = _late_cause(g, reports, step, rank)
+    return Finding(
+        Bottleneck.STRAGGLER_RANK, step, (rank,), (g.node_name(worst[1]),), ms(sum(h[0] for h in hits)),
+        f"rank {rank} reached {len(hits)} collective(s) of step {step} late, by up to {ms(worst[0])} ms "
+        f"(first: {g.node_name(worst[1])}); rank(s) {', '.join(map(str, waiting))} waited inside"
+        + (f"; before arriving, rank {rank} spent {cause}" if cause else ""),
+    )
+
+
+def _late_cause(g: ExecGraph, reports: list[StepReport], step: int, rank: int) -> str:
+    for r in reports:
+        if r.step == step and r.rank == rank:
+            totals = {c: v for c, v in r.breakdown_ns.items() if v >= MIN_NS}
+            if totals:
+                c = max(totals, key=totals.__getitem__)
+                return f"{ms(totals[c])} ms in {c.value}"
+    return ""
+
+
+def checkpoints(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
+    in_ckpt = np.zeros(len(g), dtype=bool)
+    in_ckpt[g.role == Role.CHECKPOINT] = True
+    for d in range(1, int(g.depth.max()) + 1 if len(g) else 0):
+        at = np.flatnonzero(g.depth == d)
+        in_ckpt[at] |= in_ckpt[g.parent[at]]
+    out = []
+    for r in reports:
+        mask = (r.path_node >= 0) & (r.path_rank == r.rank)
+        mask[mask] = in_ckpt[r.path_node[mask]]
+        spent = int(r.path_dur_ns[mask].sum())
+        if spent >= max(MIN_NS, 0.05 * r.wall_ns):
+            names = tuple(dict.fromkeys(g.node_name(n) for n in r.path_node[mask] if g.role[n] == Role.CHECKPOINT))
+            out.append(Finding(
+                Bottleneck.CHECKPOINT_STALL, r.step, (r.rank,), names or top_ops(g, r, mask), ms(spent),
+                f"rank {r.rank} step {r.step}: checkpointing held the critical path for {ms(spent)} ms "
+                f"({spent / r.wall_ns:.0%} of the step)",
+            ))
+    return out
+
+
+def _compute_time(g: ExecGraph) -> tuple[np.ndarray, np.ndarray]:
+    """Per node, its compute time: kernel/copy durations on GPU ranks, CPU op self time on CPU-only ranks."""
+    lanes = g.trace.lanes
+    gpu_rank = np.zeros(int(lanes.rank.max()) + 1 if len(lanes) else 0, dtype=bool)
+    gpu_rank[lanes.rank[lanes.is_gpu]] = True
+    child = np.zeros(len(g), dtype=np.int64)
+    has_parent = g.parent >= 0
+    np.add.at(child, g.parent[has_parent], g.dur_ns[has_parent])
+    self_ns = np.maximum(g.dur_ns - child, 0)
+    on_gpu = lanes.is_gpu[g.lane]
+    is_compute = np.where(gpu_rank[g.rank], on_gpu & np.isin(g.kind, (NodeKind.KERNEL, NodeKind.MEMCPY)),
+                          g.kind == NodeKind.CPU_OP)
+    return np.where(is_compute, np.where(on_gpu, g.dur_ns, self_ns), 0), is_compute
+
+
+def slow_compute(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[Finding]:
+    """Compute ops of a slow step that took longer than the same ops in the rank's other steps."""
+    compute, is_compute = _compute_time(g)
+    rows = g.step_row
+    total = np.bincount(rows[rows >= 0], weights=compute[rows >= 0], minlength=len(g.steps))
+    out = []
+    for rank in np.unique(g.steps.rank).tolist():
+        mine = np.flatnonzero((g.steps.rank == rank) & (g.steps.step >= 0))
+        walls = (g.steps.end_ns - g.steps.start_ns)[mine]
+        for i, row in enumerate(mine.tolist()):
+            step = int(g.steps.step[row])
+            if len(mine) < 3 or step not in slow:
+                continue
+            peers = float(np.median(np.delete(total[mine], i)))
+            excess = total[row] - peers
+            if excess >= max(MIN_NS, ANOMALY_SHARE * float(np.median(np.delete(walls, i)))):
+                out.append(Finding(
+                    Bottleneck.SLOW_COMPUTE, step, (rank,), _slowest_ops(g, compute, is_compute, row, mine),
+                    ms(excess), f"rank {rank} step {step}: compute ops ran {ms(total[row])} ms against a "
+                    f"median of {ms(peers)} ms in the rank's other steps",
+                ))
+    return out
+
+
+def _slowest_ops(g: ExecGraph, compute: np.ndarray, is_compute: np.ndarray, row: int,
+                 rows: np.ndarray) -> tuple[str, ...]:
+    """Op names whose total time in the step grew most over their median in the other steps."""
+    per_step: dict[int, dict[int, float]] = {}
+    for r in rows.tolist():
+        nodes = np.flatnonzero((g.step_row == r) & is_compute)
+        names, inverse = np.unique(g.name[nodes], return_inverse=True)
+        per_step[r] = dict(zip(names.tolist(), np.bincount(inverse, weights=compute[nodes]).tolist()))
+    others = [r for r in rows.tolist() if r != row]
+    growth = {n: t - float(np.median([per_step[r].get(n, 0.0) for r in others])) for n, t in per_step[row].items()}
+    top = sorted((n for n in growth if growth[n] > 0), key=lambda n: -growth[n])[:5]
+    return tuple(g.trace.strings[n] for n in top)

@@ -1,0 +1,65 @@
+"""A bottleneck finding, and the measures every detector shares.
+
+Two kinds of finding: an anomaly (a slow step spends much more time in a
+category than the median of its rank's other steps) and a chronic bottleneck
+(a category takes a large share of most steps). Each names the ranks, the ops
+on the critical path, and the time at stake in ms.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from bottleneck_oracle.dag.critical_path import StepReport
+from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.types import CATEGORIES, Bottleneck, Category
+
+__all__ = ["Finding", "MIN_NS", "ANOMALY_SHARE", "CAT_INDEX", "ms", "own_ns", "top_ops"]
+
+MIN_NS = 1_000_000  # nothing under 1 ms is worth a finding
+ANOMALY_SHARE = 0.10  # of the median step: how much extra time makes an anomaly (in a slow step)
+CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One bottleneck, with the evidence for it.
+
+    Args:
+        category (Bottleneck): what kind of bottleneck.
+        step (int | None): the step, or None for every step (chronic).
+        ranks (tuple[int, ...]): ranks it concerns (the late rank for a straggler).
+        ops (tuple[str, ...]): ops on the critical path that show it, worst first.
+        impact_ms (float): time at stake: excess over peers, or the time spent.
+        evidence (str): one or two sentences with the numbers.
+    """
+
+    category: Bottleneck
+    step: int | None
+    ranks: tuple[int, ...]
+    ops: tuple[str, ...]
+    impact_ms: float
+    evidence: str
+
+
+def ms(ns: float) -> float:
+    """ns → ms, rounded to µs."""
+    return round(float(ns) / 1e6, 3)
+
+
+def own_ns(r: StepReport, cat: Category) -> int:
+    """Time of the step's critical path in ``cat`` on the step's own rank."""
+    mask = (r.path_category == CAT_INDEX[cat]) & (r.path_rank == r.rank)
+    return int(r.path_dur_ns[mask].sum())
+
+
+def top_ops(g: ExecGraph, r: StepReport, mask: np.ndarray, k: int = 5) -> tuple[str, ...]:
+    """Names of the ops with the most critical time among the path segments in ``mask``."""
+    totals: dict[str, int] = defaultdict(int)
+    for node, dur in zip(r.path_node[mask].tolist(), r.path_dur_ns[mask].tolist()):
+        if node >= 0:
+            totals[g.node_name(node)] += dur
+    return tuple(sorted(totals, key=lambda n: -totals[n])[:k])

@@ -1,0 +1,142 @@
+"""Detectors of GPU ranks: host-bound (launch overhead) steps, host syncs, pipeline bubbles."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from bottleneck_oracle.dag.critical_path import StepReport
+from bottleneck_oracle.dag.finding import CAT_INDEX, MIN_NS, Finding, ms, own_ns, top_ops
+from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.types import Bottleneck, Category, NodeKind, Role
+
+__all__ = ["gpu_busy_ns", "host_bound", "host_syncs", "p2p_nodes", "pipeline_bubbles"]
+
+_P2P_OPS = ("send/recv (SendRecv kernels)",)
+
+
+def gpu_busy_ns(g: ExecGraph, row: int) -> tuple[int, np.ndarray]:
+    """Time some GPU stream of the step's rank computed or copied inside the step (communication
+    kernels spin while they wait, so they do not count), and its kernels' durations."""
+    steps = g.steps
+    lanes = g.trace.lanes
+    mine = np.flatnonzero((g.step_row == row) & lanes.is_gpu[g.lane] & (g.parent < 0) & (g.kind != NodeKind.COMM))
+    lo, hi = int(steps.start_ns[row]), int(steps.end_ns[row])
+    s = np.clip(g.start_ns[mine], lo, hi)
+    e = np.clip(g.end_ns[mine], lo, hi)
+    order = np.argsort(s)
+    s, e = s[order], np.maximum.accumulate(e[order]) if len(e) else e
+    covered = int((e - np.maximum(s, np.concatenate([[lo], e[:-1]]))).clip(min=0).sum()) if len(s) else 0
+    return covered, g.dur_ns[mine[g.kind[mine] == NodeKind.KERNEL]]
+
+
+def host_bound(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
+    """GPU ranks whose GPU mostly waits while the critical path runs on the host (launch-bound)."""
+    lanes = g.trace.lanes
+    out = []
+    row_of = {(int(s), int(r)): i for i, (s, r) in enumerate(zip(g.steps.step, g.steps.rank))}
+    by_rank: dict[int, list[tuple[StepReport, float, float, np.ndarray]]] = defaultdict(list)
+    for r in reports:
+        if not (lanes.is_gpu & (lanes.rank == r.rank)).any() or r.wall_ns < MIN_NS:
+            continue
+        busy, kernels = gpu_busy_ns(g, row_of[(r.step, r.rank)])
+        host = own_ns(r, Category.CPU) + own_ns(r, Category.LAUNCH_OVERHEAD)
+        by_rank[r.rank].append((r, busy / r.wall_ns, host / r.wall_ns, kernels))
+    for rank, rows in by_rank.items():
+        hits = [x for x in rows if x[1] < 0.5 and x[2] >= 0.5]
+        if not hits or len(hits) * 2 < len(rows):
+            continue
+        kernels = np.concatenate([k for *_, k in hits])
+        launches = g.dur_ns[(g.rank == rank) & (g.role == Role.LAUNCH)]
+        worst = max(hits, key=lambda x: x[2])[0]
+        busy = float(np.median([x[1] for x in hits]))
+        host = float(np.median([x[2] for x in hits]))
+        out.append(Finding(
+            Bottleneck.LAUNCH_OVERHEAD, None, (rank,), top_ops(g, worst, (worst.path_rank == rank) & np.isin(
+                worst.path_category, (CAT_INDEX[Category.CPU], CAT_INDEX[Category.LAUNCH_OVERHEAD]))),
+            ms(np.median([x[0].wall_ns * x[2] for x in hits])),
+            f"rank {rank}: host-bound in {len(hits)} of {len(rows)} steps: the GPU was busy {busy:.0%} of the "
+            f"step while {host:.0%} of the critical path ran on the CPU issuing work; {len(kernels)} kernels of "
+            f"median {np.median(kernels) / 1000 if len(kernels) else 0:.1f} µs against launch calls of median "
+            f"{np.median(launches) / 1000 if len(launches) else 0:.1f} µs",
+        ))
+    return out
+
+
+def p2p_nodes(g: ExecGraph) -> np.ndarray:
+    """bool[N]: comm nodes of point-to-point transfers (two-member send/recv instances: pipeline stages)."""
+    table = g.collectives
+    p2p = np.array([k == "sendrecv" and m == 2 for k, m in zip(table.kind, table.members.tolist())] + [False])
+    return p2p[np.where(g.collective >= 0, g.collective, len(table))]
+
+
+def _by_rank(reports: list[StepReport]) -> dict[int, list[StepReport]]:
+    out: dict[int, list[StepReport]] = defaultdict(list)
+    for r in reports:
+        out[r.rank].append(r)
+    return out
+
+
+def _peers(values: np.ndarray, i: int) -> float:
+    """Median of the other steps' values."""
+    return float(np.median(np.delete(values, i)))
+
+
+def host_syncs(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[Finding]:
+    """Slow steps with many more blocking syncs than their peers: each drains the GPU queue."""
+    row_of = {(int(s), int(r)): i for i, (s, r) in enumerate(zip(g.steps.step, g.steps.rank))}
+    is_sync = (g.kind == NodeKind.RUNTIME) & (g.role == Role.SYNC) & (g.step_row >= 0)
+    counts = np.bincount(g.step_row[is_sync], minlength=len(g.steps))
+    out = []
+    for rank, mine in _by_rank(reports).items():
+        rows = [row_of[(r.step, rank)] for r in mine]
+        n = counts[rows].astype(np.float64)
+        walls = np.array([r.wall_ns for r in mine], dtype=np.float64)
+        for i, r in enumerate(mine):
+            if len(mine) < 3 or r.step not in slow:
+                continue
+            excess = walls[i] - _peers(walls, i)
+            if n[i] >= 2 * _peers(n, i) + 5 and excess >= max(MIN_NS, 0.10 * _peers(walls, i)):
+                calls = sorted({g.node_name(int(x)) for x in np.flatnonzero(is_sync & (g.step_row == rows[i]))})
+                out.append(Finding(
+                    Bottleneck.HOST_SYNC, r.step, (rank,), tuple(calls[:5]), ms(excess),
+                    f"rank {rank} step {r.step}: {int(n[i])} blocking syncs against a median of "
+                    f"{_peers(n, i):g} in the rank's other steps; each drains the GPU queue, so the CPU "
+                    f"waits and then launches again; the step took {ms(excess)} ms more than its peers",
+                ))
+    return out
+
+
+def pipeline_bubbles(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[Finding]:
+    """Pipeline stages whose GPU idles waiting for activations or gradients from a neighbour stage."""
+    p2p = p2p_nodes(g)
+    row_of = {(int(s), int(r)): i for i, (s, r) in enumerate(zip(g.steps.step, g.steps.rank))}
+    out = []
+    for rank, mine in _by_rank(reports).items():
+        own = p2p & (g.rank == rank)
+        if not own.any():
+            continue
+        peers = sorted(set(g.rank[np.isin(g.collective, g.collective[own])].tolist()) - {rank})
+        with_ranks = ", ".join(map(str, peers))
+        walls = np.array([max(r.wall_ns, 1) for r in mine], dtype=np.float64)
+        idle = walls - np.array([gpu_busy_ns(g, row_of[(r.step, rank)])[0] for r in mine], dtype=np.float64)
+        anomalies = [i for i, r in enumerate(mine) if len(mine) >= 3 and r.step in slow
+                     and idle[i] - _peers(idle, i) >= max(MIN_NS, 0.10 * _peers(walls, i))]
+        for i in anomalies:
+            out.append(Finding(
+                Bottleneck.PIPELINE_BUBBLE, mine[i].step, (rank,), _P2P_OPS, ms(idle[i] - _peers(idle, i)),
+                f"rank {rank} step {mine[i].step}: the GPU idled {ms(idle[i])} ms against a median of "
+                f"{ms(_peers(idle, i))} ms in the rank's other steps, waiting on send/recv with rank(s) {with_ranks}",
+            ))
+        share = idle / walls
+        # chronic only when the critical path waits on send/recv: an idle GPU may be host-bound instead
+        waits = np.array([r.path_dur_ns[(r.path_node >= 0) & p2p[np.maximum(r.path_node, 0)]].sum()
+                          for r in mine], dtype=np.float64) / walls
+        if not anomalies and ((share >= 0.2) & (waits >= 0.1)).sum() * 2 >= len(mine):
+            out.append(Finding(
+                Bottleneck.PIPELINE_BUBBLE, None, (rank,), _P2P_OPS, ms(np.median(idle)),
+                f"rank {rank}: a pipeline stage whose GPU idles {np.median(share):.0%} of each step "
+                f"(median {ms(np.median(idle))} ms) waiting for activations or gradients from rank(s) {with_ranks}",
+            ))
+    return out

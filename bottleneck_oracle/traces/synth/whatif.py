@@ -1,0 +1,172 @@
+"""What-if ground truth: re-run the simulation with one change applied to the job itself.
+
+Because the change is made to the simulated job (not replayed on a recorded graph), its
+knock-on effects are included: a faster all-reduce also overlaps less with compute and so
+interferes less, more micro-batches shrink the pipeline bubble, a larger data-parallel
+group makes every gradient all-reduce slower.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+from bottleneck_oracle.errors import ConfigError
+from bottleneck_oracle.traces.synth.config import SynthConfig
+from bottleneck_oracle.traces.synth.job import Tuning
+from bottleneck_oracle.traces.synth.model import KernelClass
+from bottleneck_oracle.traces.synth.schedule import SimResult, run
+
+__all__ = ["COLLECTIVES", "Edit", "EditKind", "WhatIfResult", "apply_edit", "whatif"]
+
+COLLECTIVES = ("allreduce", "reducescatter", "allgather", "sendrecv")
+
+
+class EditKind(StrEnum):
+    """The changes `whatif` can make."""
+
+    COLLECTIVE_FASTER = "collective_faster"  # one collective kind's transfers k times faster
+    KERNEL_FASTER = "kernel_faster"  # one kernel class k times faster
+    MICROBATCHES = "microbatches"  # k times the micro-batches per step
+    DATA_PARALLEL = "data_parallel"  # another data-parallel degree
+    REMOVE_INJECTION = "remove_injection"  # one injected fault gone
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """One change to a job.
+
+    Attributes:
+        kind: what to change.
+        target: the collective kind (``allreduce``, ``reducescatter``, ``allgather``,
+            ``sendrecv``) or kernel class (``gemm``, ``attention``, ``elementwise``, ``optimizer``).
+        factor: the speed-up (> 0), or the micro-batch multiplier (an integer >= 2).
+        value: the new data-parallel degree, or the index of the injection to remove.
+        keep_global_batch: with MICROBATCHES, divide the micro-batch size by ``factor``
+            (it must divide it); else keep it, so the step does ``factor`` times the work.
+    """
+
+    kind: EditKind
+    target: str = ""
+    factor: float = 2.0
+    value: int = 0
+    keep_global_batch: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", EditKind(self.kind))
+        if self.kind == EditKind.COLLECTIVE_FASTER and self.target not in COLLECTIVES:
+            names = ", ".join(COLLECTIVES)
+            raise ConfigError(f"edit {self.kind}: unknown collective {self.target!r}; use one of {names}")
+        if self.kind == EditKind.KERNEL_FASTER and self.target not in tuple(KernelClass):
+            names = ", ".join(KernelClass)
+            raise ConfigError(f"edit {self.kind}: unknown kernel class {self.target!r}; use one of {names}")
+        if not self.factor > 0:
+            raise ConfigError(f"edit {self.kind}: factor must be positive, got {self.factor}")
+        if self.kind == EditKind.MICROBATCHES and (self.factor < 2 or self.factor % 1):
+            raise ConfigError(f"edit {self.kind}: the micro-batch multiplier must be an integer >= 2")
+
+    @classmethod
+    def collective_faster(cls, kind: str, factor: float = 2.0) -> Edit:
+        """Transfers of one collective kind ``factor`` times faster."""
+        return cls(EditKind.COLLECTIVE_FASTER, target=kind, factor=factor)
+
+    @classmethod
+    def kernel_faster(cls, kernel_class: str, factor: float = 2.0) -> Edit:
+        """Kernels of one class ``factor`` times faster."""
+        return cls(EditKind.KERNEL_FASTER, target=kernel_class, factor=factor)
+
+    @classmethod
+    def more_microbatches(cls, factor: int = 2, keep_global_batch: bool = True) -> Edit:
+        """``factor`` times the micro-batches per step."""
+        return cls(EditKind.MICROBATCHES, factor=factor, keep_global_batch=keep_global_batch)
+
+    @classmethod
+    def data_parallel(cls, dp: int) -> Edit:
+        """Data-parallel degree ``dp`` (same micro-batches per rank)."""
+        return cls(EditKind.DATA_PARALLEL, value=dp)
+
+    @classmethod
+    def remove_injection(cls, index: int) -> Edit:
+        """Drop ``config.injections[index]``."""
+        return cls(EditKind.REMOVE_INJECTION, value=index)
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfResult:
+    """Step times before and after one edit.
+
+    Attributes:
+        edit: the change.
+        baseline: the job as configured.
+        edited: the job with the change (its ranks differ after a data-parallel change).
+    """
+
+    edit: Edit
+    baseline: SimResult
+    edited: SimResult
+
+    def baseline_ms(self) -> dict[tuple[int, int], float]:
+        """(step, rank) → true step time of the job as configured."""
+        return _by_step_rank(self.baseline)
+
+    def edited_ms(self) -> dict[tuple[int, int], float]:
+        """(step, rank) → true step time with the edit."""
+        return _by_step_rank(self.edited)
+
+    def speedup(self) -> float:
+        """Mean job step time (slowest rank per step) before over after."""
+        before = np.mean(list(self.baseline.job_step_ms().values()))
+        after = np.mean(list(self.edited.job_step_ms().values()))
+        return float(before / after)
+
+
+def _by_step_rank(result: SimResult) -> dict[tuple[int, int], float]:
+    return {(s, r): float(result.step_ms[r, i]) for i, s in enumerate(result.steps)
+            for r in range(result.step_ms.shape[0])}
+
+
+def apply_edit(config: SynthConfig, edit: Edit) -> tuple[SynthConfig, Tuning]:
+    """The edited job and the speed-ups to simulate it with.
+
+    Raises:
+        ConfigError: the edit does not fit the job (an injection index out of range, a
+            micro-batch that does not split, a data-parallel degree giving too many ranks).
+    """
+    if edit.kind == EditKind.COLLECTIVE_FASTER:
+        return config, Tuning(collective_speedup=((edit.target, edit.factor),))
+    if edit.kind == EditKind.KERNEL_FASTER:
+        return config, Tuning(kernel_speedup=((edit.target, edit.factor),))
+    if edit.kind == EditKind.DATA_PARALLEL:
+        return config.with_changes(dp=edit.value), Tuning()
+    if edit.kind == EditKind.REMOVE_INJECTION:
+        if not 0 <= edit.value < len(config.injections):
+            raise ConfigError(f"edit {edit.kind}: no injection {edit.value}; the job has {len(config.injections)}")
+        kept = tuple(i for k, i in enumerate(config.injections) if k != edit.value)
+        return config.with_changes(injections=kept), Tuning()
+    factor = int(edit.factor)
+    batch = config.batch
+    if edit.keep_global_batch and batch % factor:
+        raise ConfigError(f"edit {edit.kind}: a micro-batch of {batch} samples does not split by {factor}; "
+                          "pass keep_global_batch=False")
+    return config.with_changes(microbatches=config.microbatches * factor,
+                               micro_batch=batch // factor if edit.keep_global_batch else batch), Tuning()
+
+
+def whatif(config: SynthConfig, edit: Edit) -> WhatIfResult:
+    """Simulates ``config`` as is and with ``edit``, interference and all.
+
+    Example:
+        ```python
+        result = whatif(config, Edit.collective_faster("allreduce", 2.0))
+        result.speedup()
+        ```
+
+    Raises:
+        ConfigError: the edit does not fit the job.
+    """
+    edited_config, tuning = apply_edit(config, edit)
+    baseline = run(config)[0]
+    edited = run(edited_config, tuning)[0]
+    return WhatIfResult(edit, baseline, edited)
