@@ -1,0 +1,23 @@
+"""Synthetic jobs for detector tests: generated once per test session, analysed by our own code."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+import tempfile
+
+from bottleneck_oracle.dag.analysis import Analysis, analyze
+from bottleneck_oracle.traces import read_trace
+from bottleneck_oracle.traces.injection import parse_injection
+from bottleneck_oracle.traces.synth import SynthConfig, SynthManifest, synthesize
+
+
+@cache
+def synth_case(model: str, dp: int = 1, tp: int = 1, pp: int = 1, microbatches: int = 1,
+               inject: str = "") -> tuple[Analysis, SynthManifest]:
+    """Generates a 4-step job (cached per arguments) and analyses it."""
+    out = Path(tempfile.mkdtemp(prefix="oracle-synth-"))
+    config = SynthConfig(model=model, dp=dp, tp=tp, pp=pp, microbatches=microbatches, steps=4,
+                         injections=(parse_injection(inject),) if inject else ())
+    manifest = synthesize(out, config)
+    return analyze(read_trace(out)), manifest

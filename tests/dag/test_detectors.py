@@ -1,0 +1,31 @@
+"""Host and step detectors on synthetic jobs: stragglers and pauses on the right rank and step."""
+
+from __future__ import annotations
+
+import pytest
+
+from bottleneck_oracle.dag.types import Bottleneck, Category
+from tests.dag.synth_cases import synth_case
+
+
+def test_straggler_on_gpu_job() -> None:
+    a, manifest = synth_case("gpt2-small", dp=2, inject="straggler_rank@2:0=50ms")
+    found = {(f.category, f.step, f.ranks) for f in a.findings}
+    assert (Bottleneck.STRAGGLER_RANK, 2, (0,)) in found and (Bottleneck.HOST_PAUSE, 2, (0,)) in found
+    straggler = next(f for f in a.findings if f.category == Bottleneck.STRAGGLER_RANK)
+    assert straggler.impact_ms == pytest.approx(manifest.ground_truth[0].injected_ms, rel=0.05)
+    # the waiting rank's extra time is communication (its path runs on the late rank's idle time)
+    r1 = next(r for r in a.steps if (r.step, r.rank) == (2, 1))
+    assert r1.breakdown_ns[Category.COMMUNICATION] > 45e6
+
+
+def test_pause_inside_a_user_range_is_a_host_pause() -> None:
+    # the synthetic pause sits inside `## forward ##`: a long uncovered stretch there is a pause
+    a, _ = synth_case("gpt2-small", dp=2, inject="host_pause@3:1=50ms")
+    pause = next(f for f in a.findings if f.category == Bottleneck.HOST_PAUSE)
+    assert (pause.step, pause.ranks) == (3, (1,)) and pause.impact_ms == pytest.approx(50, abs=0.1)
+
+
+def test_pipeline_send_recv_is_never_a_straggler() -> None:
+    a, _ = synth_case("gpt2-small", pp=2, dp=2, microbatches=4)
+    assert not [f for f in a.findings if f.category == Bottleneck.STRAGGLER_RANK]
