@@ -17,18 +17,22 @@ _P2P_OPS = ("send/recv (SendRecv kernels)",)
 
 
 def gpu_busy_ns(g: ExecGraph, row: int) -> tuple[int, np.ndarray]:
-    """Time some GPU stream of the step's rank computed or copied inside the step (communication
-    kernels spin while they wait, so they do not count), and its kernels' durations."""
+    """Time some GPU stream of the step's rank computed or copied inside the step's window
+    (communication kernels spin while they wait, so they do not count), and the durations of
+    the kernels the step launched."""
     steps = g.steps
     lanes = g.trace.lanes
-    mine = np.flatnonzero((g.step_row == row) & lanes.is_gpu[g.lane] & (g.parent < 0) & (g.kind != NodeKind.COMM))
     lo, hi = int(steps.start_ns[row]), int(steps.end_ns[row])
+    # every compute kernel of the rank inside the window: the previous step's tail counts too
+    mine = np.flatnonzero((g.rank == steps.rank[row]) & lanes.is_gpu[g.lane] & (g.parent < 0)
+                          & (g.kind != NodeKind.COMM) & (g.end_ns > lo) & (g.start_ns < hi))
     s = np.clip(g.start_ns[mine], lo, hi)
     e = np.clip(g.end_ns[mine], lo, hi)
     order = np.argsort(s)
     s, e = s[order], np.maximum.accumulate(e[order]) if len(e) else e
     covered = int((e - np.maximum(s, np.concatenate([[lo], e[:-1]]))).clip(min=0).sum()) if len(s) else 0
-    return covered, g.dur_ns[mine[g.kind[mine] == NodeKind.KERNEL]]
+    own = mine[(g.kind[mine] == NodeKind.KERNEL) & (g.step_row[mine] == row)]
+    return covered, g.dur_ns[own]
 
 
 def host_bound(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
