@@ -113,7 +113,7 @@ def stragglers(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[
     steps_of = {r.step for r in reports}
     for rank in sorted({rank for _, rank in late}):
         mine = {step: hits for (step, r), hits in late.items() if r == rank}
-        if len(steps_of) >= 3 and len(mine) * 2 >= len(steps_of):
+        if len(steps_of) >= 3 and len(mine) * 2 > len(steps_of):
             total = float(np.median([sum(h[0] for h in hits) for hits in mine.values()]))
             out.append(Finding(
                 Bottleneck.STRAGGLER_RANK, None, (rank,), (g.node_name(next(iter(mine.values()))[0][1]),),

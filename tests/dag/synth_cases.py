@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
 from functools import cache
 from pathlib import Path
-import tempfile
 
 from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.traces import read_trace
@@ -14,10 +14,10 @@ from bottleneck_oracle.traces.synth import SynthConfig, SynthManifest, synthesiz
 
 @cache
 def synth_case(model: str, dp: int = 1, tp: int = 1, pp: int = 1, microbatches: int = 1,
-               inject: str = "") -> tuple[Analysis, SynthManifest]:
+               inject: str = "", hardware: str = "H100") -> tuple[Analysis, SynthManifest]:
     """Generates a 4-step job (cached per arguments) and analyses it."""
     out = Path(tempfile.mkdtemp(prefix="oracle-synth-"))
-    config = SynthConfig(model=model, dp=dp, tp=tp, pp=pp, microbatches=microbatches, steps=4,
+    config = SynthConfig(model=model, hardware=hardware, dp=dp, tp=tp, pp=pp, microbatches=microbatches, steps=4,
                          injections=(parse_injection(inject),) if inject else ())
     manifest = synthesize(out, config)
     return analyze(read_trace(out)), manifest
