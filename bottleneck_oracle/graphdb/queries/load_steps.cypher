@@ -1,0 +1,23 @@
+// name: load_steps
+// mode: write
+// params: trace, cursor, step, rank, start_us, ts_us, wall_ms, critical_path_ms, slow, partial, median_ms, excess_ms, gpu_compute_ms, communication_ms, cpu_ms, launch_overhead_ms, sync_wait_ms, data_loading_ms, idle_ms, path_segments, top_ops, top_ops_us
+// returns: created
+// Creates one batch of Step nodes, one per (step, rank), each ON_RANK of its Rank, and records
+// the batch as committed in the same transaction.
+// The batch runs only when the previous one is the last committed (cursor - 1), so a batch
+// is applied once however often it is sent.
+MATCH (t:Trace {id: $trace}) WHERE t.status = 'loading' AND t.cursor = $cursor - 1
+UNWIND range(0, size($step) - 1) AS i
+WITH t, i, $trace + ':' + toString($rank[i]) AS rank_key
+MATCH (r:Rank {key: rank_key})
+CREATE (s:Step {key: $trace + ':' + toString($step[i]) + ':' + toString($rank[i]), trace: $trace,
+                step: $step[i], rank: $rank[i], start_us: $start_us[i], ts_us: $ts_us[i], wall_ms: $wall_ms[i],
+                critical_path_ms: $critical_path_ms[i], slow: $slow[i], partial: $partial[i],
+                median_ms: $median_ms[i], excess_ms: $excess_ms[i], gpu_compute_ms: $gpu_compute_ms[i],
+                communication_ms: $communication_ms[i], cpu_ms: $cpu_ms[i],
+                launch_overhead_ms: $launch_overhead_ms[i], sync_wait_ms: $sync_wait_ms[i],
+                data_loading_ms: $data_loading_ms[i], idle_ms: $idle_ms[i], path_segments: $path_segments[i],
+                top_ops: $top_ops[i], top_ops_us: $top_ops_us[i]})-[:ON_RANK]->(r)
+WITH t, count(*) AS created
+SET t.cursor = $cursor
+RETURN created

@@ -1,0 +1,13 @@
+// name: step_findings
+// mode: read
+// guard: trace
+// params: trace, step
+// returns: idx, category, step, ranks, ops, impact_ms, evidence
+// The findings that explain a step on any rank, largest impact first: those of the step and the
+// chronic ones (step null) of its ranks, with the ops and the numbers as evidence.
+MATCH (t:Trace {id: $trace}) WHERE t.status = 'complete'
+MATCH (f:Finding)-[:EXPLAINS]->(s:Step {trace: $trace, step: $step})
+WITH DISTINCT f
+RETURN f.idx AS idx, f.category AS category, f.step AS step, f.ranks AS ranks, f.ops AS ops,
+       f.impact_ms AS impact_ms, f.evidence AS evidence
+ORDER BY idx

@@ -1,0 +1,94 @@
+"""The graph schema as data: labels, relationship types, keys, indexes and the vector index.
+
+Both backends build their schema statements from these tables (``queries.schema_statements``),
+so one description holds for FalkorDB and Neo4j. README's "Graph database" section draws it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from bottleneck_oracle.dag.types import EdgeType
+
+__all__ = [
+    "Label", "Rel", "Key", "VectorIndex", "DAG_RELS", "KEYS", "INDEXES", "REL_INDEXES", "VECTOR_INDEXES",
+    "TRACE_SCOPED", "SCHEMA_VERSION", "EMBEDDING_DIM",
+]
+
+SCHEMA_VERSION = 1  # bump when a property or relationship changes meaning: old loads are reloaded
+EMBEDDING_DIM = 384  # all-MiniLM-L6-v2
+
+
+class Label(StrEnum):
+    """Node labels."""
+
+    TRACE = "Trace"  # one loaded job: id = content hash of its files, status set last
+    RANK = "Rank"  # one rank's file
+    STEP = "Step"  # one (step, rank): wall time, attribution, slow flag
+    OP = "Op"  # one ExecGraph node: CPU op, annotation, runtime call, kernel, copy, comm op
+    COLLECTIVE = "Collective"  # one collective instance matched across ranks
+    FINDING = "Finding"  # one bottleneck finding (DESIGN vocabulary)
+    PREDICTION = "Prediction"  # a model's prediction for one (step, rank)
+    PLAYBOOK = "Playbook"  # one optimization entry of the curated playbook
+
+
+class Rel(StrEnum):
+    """Relationship types: the DAG's typed edges, then the structure around them."""
+
+    NEST = "NEST"
+    THREAD_NEXT = "THREAD_NEXT"
+    LAUNCH = "LAUNCH"
+    STREAM_NEXT = "STREAM_NEXT"
+    SYNC = "SYNC"
+    COLLECTIVE = "COLLECTIVE"
+    DATALOAD = "DATALOAD"
+    FWDBWD = "FWDBWD"
+    DATA = "DATA"
+    CRITICAL_NEXT = "CRITICAL_NEXT"  # segment after segment along one (step, rank)'s critical path
+    IN_STEP = "IN_STEP"  # Op → the Step holding it
+    ON_RANK = "ON_RANK"  # Step → its Rank
+    IN_TRACE = "IN_TRACE"  # Rank → its Trace
+    MEMBER_OF = "MEMBER_OF"  # Op → the Collective instance it takes part in
+    EXPLAINS = "EXPLAINS"  # Finding → each Step it explains
+    PREDICTS = "PREDICTS"  # Prediction → its Step
+    RATES = "RATES"  # Prediction → Op, with the predicted criticality
+
+
+DAG_RELS: dict[EdgeType, Rel] = {e: Rel[e.name] for e in EdgeType}
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """A property every query matches a label on: unique keys get a constraint, others an index."""
+
+    label: Label
+    prop: str
+
+
+@dataclass(frozen=True, slots=True)
+class VectorIndex:
+    """A vector index over a list-of-floats property (cosine similarity)."""
+
+    label: Label
+    prop: str
+    dim: int
+    name: str  # the index name Neo4j queries by
+
+
+KEYS: tuple[Key, ...] = (
+    Key(Label.TRACE, "id"), Key(Label.RANK, "key"), Key(Label.STEP, "key"), Key(Label.OP, "key"),
+    Key(Label.COLLECTIVE, "key"), Key(Label.FINDING, "key"), Key(Label.PREDICTION, "key"),
+    Key(Label.PLAYBOOK, "key"),
+)
+# labels whose nodes belong to one trace (property ``trace``): indexed, and deleted with the trace
+TRACE_SCOPED: tuple[Label, ...] = (
+    Label.OP, Label.STEP, Label.RANK, Label.COLLECTIVE, Label.FINDING, Label.PREDICTION,
+)
+INDEXES: tuple[Key, ...] = tuple(Key(label, "trace") for label in TRACE_SCOPED) + (
+    Key(Label.STEP, "step"), Key(Label.COLLECTIVE, "step"), Key(Label.PLAYBOOK, "category"),
+)
+REL_INDEXES: tuple[tuple[Rel, str], ...] = ((Rel.CRITICAL_NEXT, "path"),)
+VECTOR_INDEXES: tuple[VectorIndex, ...] = (
+    VectorIndex(Label.PLAYBOOK, "embedding", EMBEDDING_DIM, "playbook_embedding"),
+)

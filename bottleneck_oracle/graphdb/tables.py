@@ -1,0 +1,315 @@
+"""What a trace puts in the graph: its analysis as column tables, one per node label and relationship.
+
+``graph_tables`` selects by detail level: ``full`` every op and DAG edge; ``critical`` the ops on
+any (step, rank)'s critical path, every op within ``hops`` DAG edges of them (either direction)
+and every collective member; ``summary`` only ranks, steps (with their top ops) and findings.
+Columns are Python lists ready to send as query parameters; times are rounded to the ns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bottleneck_oracle.dag.analysis import Analysis
+from bottleneck_oracle.dag.critical_path import StepReport
+from bottleneck_oracle.dag.types import CATEGORIES, EdgeType, NodeKind, Role
+from bottleneck_oracle.errors import GraphError
+from bottleneck_oracle.graphdb.schema import DAG_RELS, SCHEMA_VERSION, Rel
+from bottleneck_oracle.graphdb.types import Detail
+
+__all__ = ["Table", "GraphTables", "graph_tables", "critical_nodes", "expand_hops", "step_key", "TOP_OPS"]
+
+TOP_OPS = 10  # op names kept per step in the summary columns
+_KIND_NAMES = np.array([k.name.lower() for k in NodeKind], dtype=object)
+_ROLE_NAMES = np.array([r.name.lower() for r in Role], dtype=object)
+# (nodes, relationships) each row of a phase creates
+_COUNTS = {
+    "load_ranks": (1, 1), "load_steps": (1, 1), "load_collectives": (1, 0), "load_ops": (1, 1),
+    "load_loose_ops": (1, 0), "load_member_of": (0, 1), "load_edges": (0, 1), "load_critical_next": (0, 1),
+    "load_findings": (1, 0), "load_explains": (0, 1),
+}
+
+
+def _counts(phase: str) -> tuple[int, int]:
+    return _COUNTS["load_edges" if phase.startswith("load_edges_") else phase]
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """Equal-length columns (name → list), sent to a load query a slice at a time."""
+
+    columns: dict[str, list[Any]]
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values()))) if self.columns else 0
+
+    def rows(self, start: int, stop: int) -> dict[str, list[Any]]:
+        """Columns of rows ``start`` to ``stop``."""
+        return {name: values[start:stop] for name, values in self.columns.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class GraphTables:
+    """Every table of one trace, in load order.
+
+    Args:
+        detail (Detail): what was selected.
+        hops (int): neighbourhood radius of ``critical``.
+        loaded (np.ndarray): bool[N], the ExecGraph nodes that become Op nodes.
+        phases (tuple[tuple[str, Table], ...]): (query name, table), in the order they load;
+            ``load_edges_<rel>`` names are built queries.
+    """
+
+    detail: Detail
+    hops: int
+    loaded: np.ndarray
+    phases: tuple[tuple[str, Table], ...] = field(default=())
+
+    @property
+    def nodes(self) -> int:
+        """Nodes the trace adds, the Trace node included."""
+        return 1 + sum(len(t) * _counts(name)[0] for name, t in self.phases)
+
+    @property
+    def relationships(self) -> int:
+        """Relationships the trace adds."""
+        return sum(len(t) * _counts(name)[1] for name, t in self.phases)
+
+    def batches(self, size: int) -> Iterator[tuple[str, dict[str, list[Any]]]]:
+        """(query name, columns) of every batch of at most ``size`` rows, in load order."""
+        for name, table in self.phases:
+            for start in range(0, len(table), size):
+                yield name, table.rows(start, start + size)
+
+    def plan(self, size: int) -> str:
+        """A signature of the batches: a load resumes only a crashed load with the same plan."""
+        parts = [f"v{SCHEMA_VERSION}", self.detail.value, str(self.hops), str(size)]
+        parts += [f"{name}={len(table)}" for name, table in self.phases]
+        return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
+
+
+def step_key(trace_id: str, step: int, rank: int) -> str:
+    """The key of a Step node."""
+    return f"{trace_id}:{step}:{rank}"
+
+
+def _us(ns: np.ndarray) -> list[float]:
+    return np.round(np.asarray(ns, dtype=np.float64) / 1000.0, 3).tolist()
+
+
+def _file_ts_us(a: Analysis, rank: np.ndarray, t_ns: np.ndarray) -> list[float]:
+    """Times as the ``ts`` (µs) each rank's file uses (as ``dag.report.file_ts_us``)."""
+    trace = a.graph.trace
+    shift = {info.rank: trace.origin_ns - info.base_ns for info in trace.ranks}
+    offset = np.array([shift.get(int(r), trace.origin_ns) for r in range(int(rank.max(initial=0)) + 1)],
+                      dtype=np.int64)
+    return _us(np.asarray(t_ns, dtype=np.int64) + offset[np.asarray(rank, dtype=np.int64)])
+
+
+def critical_nodes(reports: list[StepReport] | tuple[StepReport, ...]) -> np.ndarray:
+    """Sorted node indexes on the critical path of any of ``reports``."""
+    nodes = [r.path_node[r.path_node >= 0] for r in reports]
+    return np.unique(np.concatenate(nodes)) if nodes else np.zeros(0, dtype=np.int64)
+
+
+def expand_hops(a: Analysis, seed: np.ndarray, hops: int) -> np.ndarray:
+    """bool[N]: ``seed`` nodes and every node within ``hops`` DAG edges of them, in either direction."""
+    g = a.graph
+    reach = np.zeros(len(g), dtype=bool)
+    reach[seed] = True
+    for _ in range(hops):
+        nxt = reach.copy()
+        nxt[g.edge_dst[reach[g.edge_src]]] = True
+        nxt[g.edge_src[reach[g.edge_dst]]] = True
+        reach = nxt
+    return reach
+
+
+def _own_contrib(a: Analysis) -> np.ndarray:
+    """int64[N]: each node's time on the critical path of its own (step, rank)."""
+    g = a.graph
+    step = g.step
+    out = np.zeros(len(g), dtype=np.int64)
+    for r in a.steps:
+        node = r.path_node
+        own = (node >= 0) & (g.rank[np.maximum(node, 0)] == r.rank) & (step[np.maximum(node, 0)] == r.step)
+        np.add.at(out, node[own], r.path_dur_ns[own])
+    return out
+
+
+def _ranks(a: Analysis) -> Table:
+    infos = a.graph.trace.ranks
+    return Table({
+        "rank": [i.rank for i in infos], "file": [i.path.name for i in infos], "events": [i.events for i in infos],
+        "backend": [i.backend or "" for i in infos], "devices": [list(i.devices) for i in infos],
+    })
+
+
+def _top_ops(a: Analysis, r: StepReport) -> tuple[list[str], list[float]]:
+    totals: dict[str, int] = defaultdict(int)
+    for node, dur in zip(r.path_node.tolist(), r.path_dur_ns.tolist()):
+        if node >= 0:
+            totals[a.graph.node_name(node)] += dur
+    top = sorted(totals, key=lambda n: (-totals[n], n))[:TOP_OPS]
+    return top, [round(totals[n] / 1000, 3) for n in top]
+
+
+def _steps(a: Analysis, trace_id: str) -> Table:
+    slow = {(s.step, s.rank): s for s in a.slow_steps}
+    reports = a.steps
+    if len({(r.step, r.rank) for r in reports}) != len(reports):
+        raise GraphError(f"trace {trace_id}: two step reports share a (step, rank)")
+    cols: dict[str, list[Any]] = defaultdict(list)
+    for r in reports:
+        s = slow.get((r.step, r.rank))
+        top, top_us = _top_ops(a, r)
+        cols["step"].append(r.step)
+        cols["rank"].append(r.rank)
+        cols["wall_ms"].append(round(r.wall_ns / 1e6, 3))
+        cols["critical_path_ms"].append(round(int(r.path_dur_ns.sum()) / 1e6, 3))
+        cols["slow"].append(s is not None)
+        cols["partial"].append((r.step, r.rank) in a.partial_steps)
+        cols["median_ms"].append(round(s.median_ns / 1e6, 3) if s else None)
+        cols["excess_ms"].append(round(s.excess_ns / 1e6, 3) if s else None)
+        for c in CATEGORIES:
+            cols[f"{c.value}_ms"].append(round(r.breakdown_ns[c] / 1e6, 3))
+        cols["path_segments"].append(len(r.path_node))
+        cols["top_ops"].append(top)
+        cols["top_ops_us"].append(top_us)
+    start = np.array([r.start_ns for r in reports], dtype=np.int64)
+    rank = np.array([r.rank for r in reports], dtype=np.int64)
+    cols["start_us"] = _us(start)
+    cols["ts_us"] = _file_ts_us(a, rank, start) if len(reports) else []
+    return Table(dict(cols))
+
+
+def _collectives(a: Analysis) -> Table:
+    """One row per instance; its step is the step of the member that arrived last (ties: lowest rank)."""
+    g = a.graph
+    table = g.collectives
+    members = np.flatnonzero(g.collective >= 0)
+    order = members[np.lexsort((g.rank[members], g.collective[members]))]
+    step = g.step
+    last_step = np.full(len(table), -1, dtype=np.int64)
+    for group in np.split(order, np.flatnonzero(np.diff(g.collective[order])) + 1):
+        if len(group):
+            last_step[g.collective[group[0]]] = step[group[np.argmax(g.start_ns[group])]]
+    return Table({
+        "instance": list(range(len(table))), "kind": list(table.kind), "step": last_step.tolist(),
+        "matched_by": list(table.key), "reliable": table.reliable.astype(bool).tolist(),
+    })
+
+
+def _op_columns(a: Analysis, idx: np.ndarray, contrib: np.ndarray) -> dict[str, list[Any]]:
+    g = a.graph
+    names = np.asarray(g.trace.strings, dtype=object)
+    lanes = np.asarray(g.trace.lanes.label, dtype=object)
+    return {
+        "idx": idx.tolist(), "name": names[g.name[idx]].tolist(), "kind": _KIND_NAMES[g.kind[idx]].tolist(),
+        "role": _ROLE_NAMES[g.role[idx]].tolist(), "rank": g.rank[idx].tolist(), "step": g.step[idx].tolist(),
+        "lane": lanes[g.lane[idx]].tolist(), "ts_us": _file_ts_us(a, g.rank[idx], g.start_ns[idx]),
+        "start_us": _us(g.start_ns[idx]), "dur_us": _us(g.dur_ns[idx]), "slack_us": _us(a.slack_ns[idx]),
+        "on_path": (contrib[idx] > 0).tolist(), "contrib_us": _us(contrib[idx]),
+        "collective": [c if c >= 0 else None for c in g.collective[idx].tolist()],
+    }
+
+
+def _ops(a: Analysis, trace_id: str, loaded: np.ndarray) -> tuple[Table, Table]:
+    """(ops inside a reported step, with the key of their Step; ops outside every step)."""
+    g = a.graph
+    contrib = _own_contrib(a)
+    reported = {(r.step, r.rank) for r in a.steps}
+    row_key = np.array([step_key(trace_id, s, r) if (s, r) in reported else None
+                        for s, r in zip(g.steps.step.tolist(), g.steps.rank.tolist())] + [None], dtype=object)
+    key = row_key[np.where(g.step_row >= 0, g.step_row, len(row_key) - 1)]
+    inside = loaded & (key != None)  # noqa: E711 - elementwise on an object array
+    idx = np.flatnonzero(inside)
+    cols = _op_columns(a, idx, contrib)
+    cols["step_key"] = key[idx].tolist()
+    return Table(cols), Table(_op_columns(a, np.flatnonzero(loaded & ~inside), contrib))
+
+
+def _edges(a: Analysis, loaded: np.ndarray) -> list[tuple[str, Table]]:
+    g = a.graph
+    keep = loaded[g.edge_src] & loaded[g.edge_dst]
+    out = []
+    for etype in EdgeType:
+        mask = keep & (g.edge_type == etype)
+        if mask.any():
+            rel: Rel = DAG_RELS[etype]
+            out.append((f"load_edges_{rel.value.lower()}",
+                        Table({"src": g.edge_src[mask].tolist(), "dst": g.edge_dst[mask].tolist()})))
+    return out
+
+
+def _critical_next(a: Analysis, trace_id: str) -> Table:
+    """One row per segment of every (step, rank)'s critical path: from the previous owner to this one."""
+    cols: dict[str, list[Any]] = defaultdict(list)
+    for r in a.steps:
+        node = r.path_node.astype(np.int64)
+        k = len(node)
+        owner = [int(n) if n >= 0 else None for n in node.tolist()]
+        cols["path"] += [step_key(trace_id, r.step, r.rank)] * k
+        cols["pos"] += list(range(k))
+        cols["src"] += [None, *owner[:-1]] if k else []
+        cols["dst"] += owner
+        cols["gap"] += (node < 0).tolist()
+        cols["category"] += [CATEGORIES[c].value for c in r.path_category.tolist()]
+        cols["rank"] += r.path_rank.tolist()
+        cols["contrib_us"] += _us(r.path_dur_ns)
+        gap_ts = _file_ts_us(a, r.path_rank, r.path_start_ns) if k else []
+        cols["ts_us"] += [t if n is None else None for t, n in zip(gap_ts, owner)]
+    return Table(dict(cols))
+
+
+def _findings(a: Analysis, trace_id: str) -> tuple[Table, Table]:
+    findings = Table({
+        "idx": list(range(len(a.findings))), "category": [f.category.value for f in a.findings],
+        "step": [f.step for f in a.findings], "ranks": [list(f.ranks) for f in a.findings],
+        "ops": [list(f.ops) for f in a.findings], "impact_ms": [float(f.impact_ms) for f in a.findings],
+        "evidence": [f.evidence for f in a.findings],
+    })
+    finding, key = [], []
+    for i, f in enumerate(a.findings):
+        for r in a.steps:
+            if r.rank in f.ranks and (f.step is None or f.step == r.step):
+                finding.append(i)
+                key.append(step_key(trace_id, r.step, r.rank))
+    return findings, Table({"finding": finding, "step_key": key})
+
+
+def graph_tables(a: Analysis, trace_id: str, detail: Detail = Detail.FULL, hops: int = 1) -> GraphTables:
+    """The tables of ``a`` at ``detail``, in load order.
+
+    Args:
+        a (Analysis): the analysis of the trace.
+        trace_id (str): the trace's id, the prefix of every key.
+        detail (Detail): full, critical or summary.
+        hops (int): for ``critical``: the neighbourhood radius around the critical paths.
+    """
+    g = a.graph
+    if detail is Detail.FULL:
+        loaded = np.ones(len(g), dtype=bool)
+    elif detail is Detail.CRITICAL:
+        loaded = expand_hops(a, critical_nodes(a.steps), hops) | (g.collective >= 0)
+    else:
+        loaded = np.zeros(len(g), dtype=bool)
+    phases: list[tuple[str, Table]] = [("load_ranks", _ranks(a)), ("load_steps", _steps(a, trace_id))]
+    if detail is not Detail.SUMMARY:
+        ops, loose = _ops(a, trace_id, loaded)
+        members = np.flatnonzero(loaded & (g.collective >= 0))
+        phases += [
+            ("load_collectives", _collectives(a)), ("load_ops", ops), ("load_loose_ops", loose),
+            ("load_member_of", Table({"op": members.tolist(), "instance": g.collective[members].tolist()})),
+            *_edges(a, loaded), ("load_critical_next", _critical_next(a, trace_id)),
+        ]
+    findings, explains = _findings(a, trace_id)
+    phases += [("load_findings", findings), ("load_explains", explains)]
+    return GraphTables(detail=detail, hops=hops if detail is Detail.CRITICAL else 0, loaded=loaded,
+                       phases=tuple((name, t) for name, t in phases if len(t)))

@@ -1,0 +1,84 @@
+"""The playbook: curated remedies for every bottleneck category, loaded once, found by meaning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bottleneck_oracle.errors import ConfigError
+from bottleneck_oracle.graphdb import Capability, GraphStore
+from bottleneck_oracle.graphdb.embedding import Embedder
+from bottleneck_oracle.graphdb.playbook import (
+    PLAYBOOK_PATH, embed_playbook, ensure_playbook, playbook_version, read_playbook, search_playbook,
+    shipped_embeddings,
+)
+from bottleneck_oracle.vocabulary import Bottleneck
+
+
+def test_every_category_has_remedies() -> None:
+    entries = read_playbook()
+    for category in Bottleneck:
+        if category is not Bottleneck.NONE:
+            assert sum(e.category is category for e in entries) >= 3, category
+    assert all(e.signal and e.remedy and e.effect for e in entries)
+
+
+def test_version_follows_the_content(tmp_path: Path) -> None:
+    text = PLAYBOOK_PATH.read_text()
+    edited = tmp_path / "playbook.yaml"
+    edited.write_text(text.replace("More DataLoader workers", "More DataLoader worker processes"))
+    assert playbook_version(read_playbook(edited)) != playbook_version(read_playbook())
+    assert playbook_version(read_playbook()) == playbook_version(read_playbook())
+
+
+@pytest.mark.parametrize("content", ["- id: x\n  category: not_a_category\n  title: t\n  signal: s\n  remedy: r\n"
+                                     "  effect: e\n", "- id: x\n  category: host_sync\n", "just: a map\n"])
+def test_a_malformed_playbook_is_refused(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    with pytest.raises(ConfigError) as bad:
+        read_playbook(path)
+    assert "bad.yaml" in str(bad.value)
+
+
+def test_playbook_loads_once_and_its_vectors_are_searchable(store: GraphStore) -> None:
+    if Capability.VECTOR_SEARCH not in store.capabilities:
+        pytest.skip("no vector index on this backend")
+    entries = read_playbook()
+    ensure_playbook(store, entries)  # the shipped embeddings: no model needed
+    assert not ensure_playbook(store, entries)  # same version: nothing to do
+    assert store.read("playbook_version") == [{"version": playbook_version(entries), "entries": len(entries)}]
+    vectors = shipped_embeddings(entries)
+    assert vectors is not None
+    for i in (0, len(entries) // 2, len(entries) - 1):
+        hits = search_playbook(store, vectors[i], k=3)
+        assert hits[0]["key"] == entries[i].key and hits[0]["similarity"] == pytest.approx(1.0, abs=1e-4)
+        assert hits[0]["similarity"] >= hits[1]["similarity"] >= hits[2]["similarity"]
+
+
+@pytest.mark.slow
+def test_shipped_embeddings_are_the_models(embedder: Embedder) -> None:
+    entries = read_playbook()
+    shipped = shipped_embeddings(entries)
+    assert shipped is not None, "playbook.yaml changed: run python -m bottleneck_oracle.graphdb.playbook"
+    assert np.allclose(shipped, embed_playbook(entries, embedder), atol=1e-5)
+
+
+@pytest.mark.slow
+def test_questions_find_the_remedies_of_their_category(store: GraphStore, embedder: Embedder) -> None:
+    if Capability.VECTOR_SEARCH not in store.capabilities:
+        pytest.skip("no vector index on this backend")
+    ensure_playbook(store, read_playbook())
+    for question, category in [
+        ("the GPU is idle between thousands of tiny kernels, launch calls dominate", Bottleneck.LAUNCH_OVERHEAD),
+        ("rank 3 arrives late at the all_reduce and the other ranks wait", Bottleneck.STRAGGLER_RANK),
+        ("the step waits for the DataLoader to produce the next batch", Bottleneck.DATALOADER_STALL),
+        ("training stops while torch.save writes the checkpoint", Bottleneck.CHECKPOINT_STALL),
+        ("pipeline stages sit idle waiting for activations from the previous stage", Bottleneck.PIPELINE_BUBBLE),
+        ("loss.item() forces a cudaStreamSynchronize every step", Bottleneck.HOST_SYNC),
+    ]:
+        hits = search_playbook(store, embedder.embed([question])[0], k=3)
+        assert len(hits) == 3 and hits[0]["category"] == category.value, (question, hits[0])
+        assert 1.0 >= hits[0]["similarity"] >= hits[1]["similarity"] >= hits[2]["similarity"] > 0.0
