@@ -5,13 +5,18 @@ PYTHON ?= python3
 
 .PHONY: setup demo test bench clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed tools/cypher-lint/node_modules/.installed
+
+# Neo4j's own Cypher parser (npm), which the tests run over every query of graphdb/queries.
+tools/cypher-lint/node_modules/.installed: tools/cypher-lint/package.json tools/cypher-lint/package-lock.json
+	cd tools/cypher-lint && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 # torch==2.13.0 (the CPU build on disk) is pinned in the same pip call as
 # everything else: an unpinned torch pulls a multi-GB CUDA build.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -e '.[capture,dev]' 'torch==2.13.0'
+	$(VENV)/bin/pip install -q -e '.[capture,dev,integrations,neo4j,embed]' 'torch==2.13.0'
 	touch $@
 
 demo: setup
@@ -25,6 +30,7 @@ test: setup
 
 bench: setup
 	$(PY) benchmarks/bench_analyze.py
+	$(PY) benchmarks/bench_graphdb.py
 
 clean:
 	rm -rf $(VENV) .oracle .pytest_cache

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Optional
@@ -10,20 +11,28 @@ from typing import Annotated, Optional
 import orjson
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bottleneck_oracle.config import Settings
+from bottleneck_oracle.config import EMBEDDED_GRAPH_URL, Settings
 from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.dag.overlay import write_overlay
 from bottleneck_oracle.dag.report import analysis_to_dict
 from bottleneck_oracle.dag.types import CATEGORIES
-from bottleneck_oracle.errors import OracleError
+from bottleneck_oracle.errors import ConfigError, OracleError
+from bottleneck_oracle.graphdb import (
+    Detail, list_traces, load_analysis, open_store, server_status, start_server, stop_server, trace_id,
+)
+from bottleneck_oracle.graphdb import playbook as graph_playbook
+from bottleneck_oracle.graphdb.loader import trace_name
 from bottleneck_oracle.traces import read_trace
 
 app = typer.Typer(
     name="oracle", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
     help="Find what makes a training step slow from its PyTorch profiler traces.",
 )
+db_app = typer.Typer(name="db", no_args_is_help=True, help="Start, stop or check the embedded graph database.")
+app.add_typer(db_app)
 _SHORT = {"gpu_compute": "gpu", "communication": "comm", "cpu": "cpu", "launch_overhead": "launch",
           "sync_wait": "sync", "data_loading": "data", "idle": "idle"}
 
@@ -113,7 +122,8 @@ def analyze_command(
 
 @app.command("capture")
 def capture_command(
-    out_dir: Annotated[Path, typer.Argument(help="Folder for rank{r}.pt.trace.json.gz and manifest.json.")],
+    out_dir: Annotated[Path, typer.Argument(
+        help="Folder for rank{r}.pt.trace.json.gz, rank{r}.et.json.gz and manifest.json.")],
     ranks: Annotated[int, typer.Option(help="gloo processes on 127.0.0.1 (DDP).")] = 2,
     steps: Annotated[int, typer.Option(help="Recorded profiler steps.")] = 8,
     layers: Annotated[int, typer.Option(help="GPT blocks.")] = 2,
@@ -123,12 +133,17 @@ def capture_command(
     seed: Annotated[int, typer.Option(help="Seed of weights and data.")] = 0,
     inject: Annotated[Optional[list[str]], typer.Option(
         help="CATEGORY@STEP[:RANK,...][=SIZE], repeatable; STEP as in ProfilerStep#N.")] = None,
+    pipeline: Annotated[int, typer.Option(
+        help="Pipeline stages, trained 1F1B with send/recv; ranks = stages x data-parallel replicas.")] = 1,
+    microbatches: Annotated[Optional[int], typer.Option(
+        help="Micro-batches per step with --pipeline (default 4); each gets batch-size/M sequences.")] = None,
 ) -> None:
-    """Train a small GPT with DDP under torch.profiler and write one trace per rank."""
+    """Train a small GPT with DDP (or pipeline stages) under torch.profiler and write one trace per rank."""
     from bottleneck_oracle.traces.capture import CaptureConfig, capture, parse_injection
 
     config = CaptureConfig(ranks=ranks, steps=steps, layers=layers, d_model=d_model, seq_len=seq_len,
-                           batch_size=batch_size, seed=seed,
+                           batch_size=batch_size, seed=seed, pipeline=pipeline,
+                           microbatches=microbatches if microbatches is not None else (4 if pipeline > 1 else 1),
                            injections=tuple(parse_injection(t) for t in inject or ()))
     with Console(stderr=True).status(f"training {ranks} rank(s) for {steps} steps under the profiler..."):
         manifest = capture(out_dir, config)
@@ -138,6 +153,123 @@ def capture_command(
     for truth in manifest.ground_truth:
         console.print(f"  injected {truth.category} at step {truth.step} on rank(s) "
                       f"{','.join(map(str, truth.ranks))}: {truth.size:g} {truth.unit}")
+
+
+def _print_json(data: object) -> None:
+    sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def _embedded_only(settings: Settings) -> None:
+    if settings.graph_url != EMBEDDED_GRAPH_URL:
+        raise ConfigError(f"ORACLE_GRAPH_URL is {settings.graph_url}: only the embedded server is started and "
+                          "stopped by oracle")
+
+
+@db_app.command("start")
+def db_start_command() -> None:
+    """Start the workspace's FalkorDB server (or report the one running)."""
+    settings = Settings.from_env()
+    _embedded_only(settings)
+    with Console(stderr=True).status("starting FalkorDB..."):
+        info = start_server(settings.home)
+    state = "started" if info.is_new else "already running"
+    Console().print(f"FalkorDB {state} at 127.0.0.1:{info.port} (pid {info.pid}); data in {info.files.data}")
+
+
+@db_app.command("stop")
+def db_stop_command() -> None:
+    """Save a snapshot and stop the workspace's FalkorDB server."""
+    settings = Settings.from_env()
+    _embedded_only(settings)
+    with Console(stderr=True).status("saving and stopping FalkorDB..."):
+        stopped = stop_server(settings.home)
+    Console().print("FalkorDB stopped; snapshot saved" if stopped else "FalkorDB was not running")
+
+
+@db_app.command("status")
+def db_status_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
+) -> None:
+    """Say whether the graph database runs, where, and what it holds."""
+    settings = Settings.from_env()
+    info = server_status(settings.home) if settings.graph_url == EMBEDDED_GRAPH_URL else None
+    data: dict[str, object] = {"url": settings.graph_url, "running": info is not None}
+    if info is not None:
+        data |= {"pid": info.pid, "port": info.port, "data": str(info.files.data),
+                 "snapshot_bytes": info.files.rdb.stat().st_size if info.files.rdb.exists() else 0}
+    if info is not None or settings.graph_url != EMBEDDED_GRAPH_URL:
+        with open_store(settings) as store:
+            data["traces"] = len(list_traces(store))
+    if as_json:
+        _print_json(data)
+        return
+    if settings.graph_url == EMBEDDED_GRAPH_URL and info is None:
+        Console().print("FalkorDB is not running (start it with `oracle db start`)")
+        return
+    Console().print("  ".join(f"{k}: {v}" for k, v in data.items()))
+
+
+@app.command("ingest")
+def ingest_command(
+    paths: Annotated[list[Path], typer.Argument(help="Trace files or folders (one file per rank; .json or .json.gz).")],
+    detail: Annotated[Detail, typer.Option(help="full: every op; critical: critical paths and their neighbourhood; "
+                                                "summary: steps and findings.")] = Detail.FULL,
+    hops: Annotated[int, typer.Option(help="Neighbourhood radius around the critical paths (--detail critical).")] = 1,
+    partial: Annotated[bool, typer.Option(help="Accept a job whose files miss some ranks.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
+) -> None:
+    """Analyze a trace and load it into the graph database (starting the embedded one if needed)."""
+    settings = Settings.from_env()
+    err = Console(stderr=True)
+    with err.status("reading traces..."):
+        trace = read_trace(paths, workers=settings.workers, partial=partial)
+    with err.status("analysing..."):
+        a = analyze(trace)
+        tid = trace_id(trace)
+    with open_store(settings, start=True) as store:
+        store.apply_schema()
+        with err.status("loading the optimization playbook..."):
+            graph_playbook.ensure_playbook(store, graph_playbook.read_playbook())
+        columns = (TextColumn("loading"), BarColumn(), MofNCompleteColumn(), TextColumn("batches"), TimeElapsedColumn())
+        with Progress(*columns, console=err, transient=True, disable=as_json) as bar:
+            task = bar.add_task("load", total=None)
+            report = load_analysis(store, a, trace_id=tid, name=trace_name(paths), detail=detail, hops=hops,
+                                   progress=lambda done, total: bar.update(task, completed=done, total=total))
+    if as_json:
+        _print_json({"trace_id": report.trace_id, "detail": report.detail.value, "outcome": report.outcome,
+                     "nodes": report.nodes, "relationships": report.relationships, "batches": report.batches,
+                     "resumed_after": report.resumed_after, "seconds": round(report.seconds, 3)})
+        return
+    what = {"loaded": "loaded", "resumed": f"finished an interrupted load (from batch {report.resumed_after + 1})",
+            "unchanged": "already loaded, nothing to do"}[report.outcome]
+    Console().print(f"{trace_name(paths)}: {what}: trace {report.trace_id} ({report.detail.value}), "
+                    f"{report.nodes:,} nodes and {report.relationships:,} relationships in {report.seconds:.1f} s")
+
+
+@app.command("traces")
+def traces_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
+) -> None:
+    """List the traces loaded in the graph database."""
+    with open_store(Settings.from_env()) as store:
+        traces = list_traces(store)
+    if as_json:
+        _print_json([{"trace_id": t.trace_id, "name": t.name, "status": t.status, "detail": t.detail.value,
+                      "ranks": t.ranks, "steps": t.steps, "ops": t.ops, "relationships": t.relationships,
+                      "loaded_at": t.loaded_at} for t in traces])
+        return
+    if not traces:
+        Console().print("No trace loaded (load one with `oracle ingest PATH`).")
+        return
+    table = Table(title="Traces in the graph database", title_justify="left")
+    for col in ("trace", "name", "status", "detail", "ranks", "steps", "ops", "relationships", "loaded"):
+        table.add_column(col, justify="right" if col in ("ranks", "steps", "ops", "relationships") else "left")
+    for t in traces:
+        loaded = time.strftime("%Y-%m-%d %H:%M", time.localtime(t.loaded_at)) if t.loaded_at else "-"
+        status = t.status if t.status == "complete" else f"[bold yellow]{t.status}[/] (ingest again to finish)"
+        table.add_row(t.trace_id, t.name, status, t.detail.value, str(t.ranks), str(t.steps), f"{t.ops:,}",
+                      f"{t.relationships:,}", loaded)
+    Console().print(table)
 
 
 def main() -> None:

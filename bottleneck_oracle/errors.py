@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["OracleError", "TraceFormatError", "ConfigError", "GraphError", "CaptureError"]
+__all__ = [
+    "OracleError", "TraceFormatError", "ConfigError", "GraphError", "CaptureError", "GraphStoreError", "QueryError",
+]
 
 
 class OracleError(Exception):
@@ -23,3 +25,11 @@ class GraphError(OracleError):
 
 class CaptureError(OracleError):
     """A training job run under the profiler failed."""
+
+
+class GraphStoreError(OracleError):
+    """The graph database is unreachable, not running, or cannot start, stop or store data."""
+
+
+class QueryError(OracleError):
+    """A graph query is unknown, refused (a write on the read-only path), or rejected by the server."""

@@ -10,6 +10,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("ORACLE_SHARED", REPO.parent / "shared"))
 REAL = SHARED / "traces" / "real"
+NEO4J_URI = os.environ.get("NEO4J_URI", "")
+
+# The one marker for tests that need a Neo4j 5 server: they run when NEO4J_URI is set (with
+# NEO4J_USERNAME and NEO4J_PASSWORD), else they are skipped and -ra prints this reason.
+requires_neo4j = pytest.mark.skipif(
+    not NEO4J_URI, reason="NEO4J_URI is not set: the Neo4j runs need a Neo4j 5 server "
+    "(set NEO4J_URI, NEO4J_USERNAME, NEO4J_PASSWORD)",
+)
 
 
 @pytest.fixture(scope="session")

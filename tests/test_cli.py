@@ -106,8 +106,13 @@ def test_cli_flag_set_is_frozen() -> None:
     group = typer.main.get_command(app)
     flags = {name: sorted(p.name for p in cmd.params) for name, cmd in group.commands.items()}  # type: ignore[attr-defined]
     assert flags["analyze"] == ["as_json", "overlay", "partial", "paths", "rank", "step"]
-    assert flags["capture"] == ["batch_size", "d_model", "inject", "layers", "out_dir", "ranks", "seed",
-                                "seq_len", "steps"]
+    assert flags["capture"] == ["batch_size", "d_model", "inject", "layers", "microbatches", "out_dir",
+                                "pipeline", "ranks", "seed", "seq_len", "steps"]
+    assert flags["ingest"] == ["as_json", "detail", "hops", "partial", "paths"]
+    assert flags["traces"] == ["as_json"]
+    db = group.commands["db"].commands  # type: ignore[attr-defined]
+    assert {name: sorted(p.name for p in cmd.params) for name, cmd in db.items()} == \
+        {"start": [], "stop": [], "status": ["as_json"]}
 
 
 def test_execution_trace_alone_exits_2() -> None:

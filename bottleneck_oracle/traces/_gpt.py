@@ -1,7 +1,8 @@
-"""The job behind `capture`: a small GPT, its random-token dataset, one rank's profiled loop, the launcher.
+"""The job behind `capture`: a small GPT, its random-token dataset, one rank's profiled loop, `run_job`.
 
 Kept together because they are one job and all need torch; imported only by `capture()` and by
 the rank processes `run_job` starts (`python -c ... main(RANK, JOB_FILE)`), never by analysis code.
+A rank trains with DDP, or holds one pipeline stage (`_pipeline`); `StepProfiler` records it.
 """
 
 from __future__ import annotations
@@ -10,15 +11,14 @@ import json
 import logging
 import os
 import pickle
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,10 +27,12 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.profiler import record_function
 from torch.utils.data import DataLoader, Dataset
 
-from bottleneck_oracle.errors import CaptureError
+from bottleneck_oracle.traces._launch import free_port, launch
+from bottleneck_oracle.traces._pipeline import Layout, PipelineStep
+from bottleneck_oracle.traces.instrument import StepProfiler, StepSchedule
 
 if TYPE_CHECKING:
     from bottleneck_oracle.traces.capture import CaptureConfig
@@ -40,9 +42,10 @@ __all__ = ["GPT", "TORCH_VERSION", "RandomTokens", "RankResult", "launch", "main
 logger = logging.getLogger(__name__)
 
 Batch = tuple[torch.Tensor, torch.Tensor]
+# (tokens, targets, injected actions) -> CPU ms of forward and backward
+ForwardBackward = Callable[[torch.Tensor, torch.Tensor, dict[str, float]], float]
 TORCH_VERSION = str(torch.__version__)
 _MB = 1 << 20
-_POLL_S = 0.02
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 # A rank process: put this checkout first on sys.path (pytest or a script may have found the
 # package through a path the child would not inherit), then run `main(RANK, JOB_FILE)`.
@@ -51,6 +54,7 @@ _BOOTSTRAP = (
     "from bottleneck_oracle.traces._gpt import main; main(sys.argv[2:])"
 )
 _FLOAT32_BYTES = 4
+TRACE_NAME = "rank{rank}"  # + `.pt.trace.json.gz` and `.et.json.gz`
 
 
 class CausalSelfAttention(nn.Module):
@@ -191,18 +195,10 @@ def _save_checkpoint_ms(
     return (time.perf_counter() - start) * 1e3
 
 
-def _step(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    batches: Iterator[Batch],
-    actions: dict[str, float],
-    checkpoint_path: Path,
-) -> dict[str, float]:
-    """Run one training step with the injections in `actions`; return the measured ms."""
-    measured: dict[str, float] = {}
-    if "straggler_rank" in actions:
-        time.sleep(actions["straggler_rank"] / 1e3)
-    tokens, targets = next(batches)
+def _ddp_forward_backward(
+    model: nn.Module, tokens: torch.Tensor, targets: torch.Tensor, actions: dict[str, float]
+) -> float:
+    """Forward and backward of the whole model, pausing between them if injected; CPU ms spent."""
     start = time.thread_time()  # CPU time: excludes the sleeps and the waits in the DDP all-reduce
     loss = model(tokens, targets, mlp_repeat=int(actions.get("slow_compute", 1)))
     forward_s = time.thread_time() - start
@@ -210,7 +206,23 @@ def _step(
         time.sleep(actions["host_pause"] / 1e3)
     start = time.thread_time()
     loss.backward()
-    measured["compute"] = (forward_s + time.thread_time() - start) * 1e3
+    return (forward_s + time.thread_time() - start) * 1e3
+
+
+def _step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: Iterator[Batch],
+    actions: dict[str, float],
+    checkpoint_path: Path,
+    forward_backward: ForwardBackward,
+) -> dict[str, float]:
+    """Run one training step with the injections in `actions`; return the measured ms."""
+    measured: dict[str, float] = {}
+    if "straggler_rank" in actions:
+        time.sleep(actions["straggler_rank"] / 1e3)
+    tokens, targets = next(batches)
+    measured["compute"] = forward_backward(tokens, targets, actions)
     if "exposed_communication" in actions:
         measured["exposed_communication"] = _all_reduce_ms(actions["exposed_communication"])
     optimizer.step()
@@ -231,55 +243,65 @@ def _slow_compute_extra(plan: dict[int, dict[str, float]], measured: dict[int, d
         measured[step]["slow_compute"] = measured[step]["compute"] - baseline
 
 
-def _loader(rank: int, config: CaptureConfig, plan: dict[int, dict[str, float]]) -> DataLoader[Batch]:
-    """A sequential DataLoader over this rank's tokens; step s fetches items [s*B, (s+1)*B)."""
+def _loader(replica: int, config: CaptureConfig, plan: dict[int, dict[str, float]]) -> DataLoader[Batch]:
+    """A sequential DataLoader over a replica's tokens; step s fetches items [s*B, (s+1)*B)."""
     stall_s = {
         step * config.batch_size: actions["dataloader_stall"] / 1e3
         for step, actions in plan.items()
         if "dataloader_stall" in actions
     }
     count = config.recorded_steps.stop * config.batch_size
-    dataset = RandomTokens(count, config.seq_len, config.vocab, config.seed + rank, stall_s)
+    dataset = RandomTokens(count, config.seq_len, config.vocab, config.seed + replica, stall_s)
     return DataLoader(dataset, config.batch_size, shuffle=False, num_workers=config.num_workers)
 
 
-def _train(rank: int, config: CaptureConfig, trace_path: Path, work_dir: Path) -> dict[str, object]:
-    """Build the model and data, run the profiled loop, export the trace, return timings."""
+def _parallelize(rank: int, config: CaptureConfig) -> tuple[nn.Module, ForwardBackward, int]:
+    """This rank's model (DDP, or its pipeline stage), its forward+backward, and its data replica."""
     torch.manual_seed(config.seed)
-    model = GPT(config.vocab, config.seq_len, config.d_model, config.heads, config.layers)
-    ddp = DistributedDataParallel(model)
-    optimizer = torch.optim.AdamW(ddp.parameters(), lr=3e-4)
+    gpt = GPT(config.vocab, config.seq_len, config.d_model, config.heads, config.layers)
+    if config.pipeline == 1:
+        ddp = DistributedDataParallel(gpt)
+        return ddp, partial(_ddp_forward_backward, ddp), rank
+    layout = Layout(rank, config.pipeline, config.ranks // config.pipeline)
+    stage = PipelineStep.build(gpt, layout, config.microbatches)
+    return stage.model, stage, layout.replica
+
+
+def _train(rank: int, config: CaptureConfig, out_dir: Path, work_dir: Path) -> dict[str, object]:
+    """Build the model and data, run the profiled loop (which writes the traces), return timings."""
+    model, forward_backward, replica = _parallelize(rank, config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
     plan = _plan(rank, config)
-    total_steps = config.recorded_steps.stop
-    loader = _loader(rank, config, plan)
+    loader = _loader(replica, config, plan)
     first = config.recorded_steps.start
     wall_ms: dict[int, float] = {}
     measured: dict[int, dict[str, float]] = {}
     checkpoint_path = work_dir / f"checkpoint_rank{rank}.pt"
-    steps = schedule(wait=config.wait_steps, warmup=config.warmup_steps, active=config.steps, repeat=1)
-    activities = [ProfilerActivity.CPU]
-    with profile(activities=activities, schedule=steps, record_shapes=True, with_stack=False) as prof:
+    steps = StepSchedule(wait=config.wait_steps, warmup=config.warmup_steps, active=config.steps)
+    # The capture injects its faults itself (inside the step, with measured ground truth).
+    profiler = StepProfiler(out_dir, schedule=steps, rank=rank, injections=(), name=TRACE_NAME,
+                            execution_trace=config.execution_trace)
+    with profiler:
         batches = iter(loader)
-        for step in range(total_steps):
+        for step in range(config.recorded_steps.stop):
             start = time.perf_counter()
-            times = _step(ddp, optimizer, batches, plan.get(step, {}), checkpoint_path)
+            times = _step(model, optimizer, batches, plan.get(step, {}), checkpoint_path, forward_backward)
             if step >= first:
                 wall_ms[step] = round((time.perf_counter() - start) * 1e3, 3)
                 measured[step] = {what: round(ms, 3) for what, ms in times.items()}
-            prof.step()
-    prof.export_chrome_trace(str(trace_path))
+            profiler.step()
     _slow_compute_extra(plan, measured)
     return {"step_wall_ms": wall_ms, "measured_ms": measured}
 
 
-def run_rank(rank: int, config: CaptureConfig, init_method: str, trace_path: Path, work_dir: Path) -> None:
+def run_rank(rank: int, config: CaptureConfig, init_method: str, out_dir: Path, work_dir: Path) -> None:
     """Run one rank of the job; write its trace and `work_dir/rank{r}.result.json`.
 
     Args:
         rank: this process's rank.
         config: the capture settings (validated).
         init_method: the `tcp://127.0.0.1:PORT` rendezvous address.
-        trace_path: where the gzipped trace goes.
+        out_dir: where the traces go (`rank{r}.pt.trace.json.gz`, maybe `rank{r}.et.json.gz`).
         work_dir: scratch folder for the result file and checkpoints.
     """
     torch.set_num_threads(1)
@@ -289,7 +311,7 @@ def run_rank(rank: int, config: CaptureConfig, init_method: str, trace_path: Pat
         "gloo", init_method=init_method, rank=rank, world_size=config.ranks, timeout=timeout
     )
     try:
-        result = _train(rank, config, trace_path, work_dir)
+        result = _train(rank, config, out_dir, work_dir)
     finally:
         dist.destroy_process_group()
     (work_dir / f"rank{rank}.result.json").write_text(json.dumps(result))
@@ -298,70 +320,8 @@ def run_rank(rank: int, config: CaptureConfig, init_method: str, trace_path: Pat
 def main(argv: Sequence[str]) -> None:
     """Entry of a rank process: `RANK JOB_FILE`, the job that `run_job` pickled."""
     rank, job_path = int(argv[0]), Path(argv[1])
-    config, init_method, trace_pattern = pickle.loads(job_path.read_bytes())
-    run_rank(rank, config, init_method, Path(trace_pattern.format(rank=rank)), job_path.parent)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _failure(failed: list[int], processes: list[subprocess.Popen[bytes]], log_dir: Path) -> str:
-    """One line: the failed rank whose log stopped first (the first to fail) and its last output line."""
-    rank = min(failed, key=lambda r: (log_dir / f"rank{r}.log").stat().st_mtime_ns)
-    log = (log_dir / f"rank{rank}.log").read_text(errors="replace")
-    logger.debug("capture rank %d failed; its output:\n%s", rank, log[-20000:])
-    lines = [line.strip() for line in log.splitlines() if line.strip()]
-    code = processes[rank].returncode
-    how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-    detail = f": {lines[-1][:300]}" if lines else ""
-    return f"capture failed on rank {rank} ({how}){detail}"
-
-
-def _wait(processes: list[subprocess.Popen[bytes]], timeout_s: float, log_dir: Path) -> None:
-    deadline = time.monotonic() + timeout_s
-    running = set(range(len(processes)))
-    while running:
-        finished = {rank for rank in running if processes[rank].poll() is not None}
-        failed = sorted(rank for rank in finished if processes[rank].returncode != 0)
-        if failed:
-            raise CaptureError(_failure(failed, processes, log_dir))
-        running -= finished
-        if running and time.monotonic() > deadline:
-            still = sorted(running)
-            raise CaptureError(f"capture timed out after {timeout_s:g} s; ranks {still} still running")
-        time.sleep(_POLL_S)
-
-
-def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
-    for process in processes:
-        if process.poll() is None:
-            process.terminate()
-    for process in processes:
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def launch(commands: Sequence[Sequence[str]], timeout_s: float, log_dir: Path) -> None:
-    """Run one process per rank (command i is rank i) until all exit, logging to `log_dir/rank{i}.log`.
-
-    Raises:
-        CaptureError: a rank exited non-zero (with the last line it wrote, normally the
-            exception) or time ran out; the other ranks are stopped first.
-    """
-    processes: list[subprocess.Popen[bytes]] = []
-    try:
-        for rank, command in enumerate(commands):
-            with (log_dir / f"rank{rank}.log").open("wb") as log:
-                processes.append(subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log))
-        _wait(processes, timeout_s, log_dir)
-    finally:
-        _stop(processes)
+    config, init_method, out_dir = pickle.loads(job_path.read_bytes())
+    run_rank(rank, config, init_method, Path(out_dir), job_path.parent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,12 +340,12 @@ def _read_result(work_dir: Path, rank: int) -> RankResult:
     )
 
 
-def run_job(config: CaptureConfig, trace_pattern: str) -> list[RankResult]:
+def run_job(config: CaptureConfig, out_dir: Path) -> list[RankResult]:
     """Run the job on `config.ranks` processes and return what each rank measured.
 
     Args:
         config: the capture settings (validated).
-        trace_pattern: absolute trace path with a `{rank}` field.
+        out_dir: absolute folder for the traces.
 
     Raises:
         CaptureError: a rank failed or the job ran past `config.timeout_s`.
@@ -393,7 +353,7 @@ def run_job(config: CaptureConfig, trace_pattern: str) -> list[RankResult]:
     with tempfile.TemporaryDirectory(prefix="oracle-capture-") as scratch:
         work_dir = Path(scratch)
         job = work_dir / "job.pickle"
-        job.write_bytes(pickle.dumps((config, f"tcp://127.0.0.1:{_free_port()}", trace_pattern)))
+        job.write_bytes(pickle.dumps((config, f"tcp://127.0.0.1:{free_port()}", str(out_dir))))
         command = [sys.executable, "-c", _BOOTSTRAP, _PACKAGE_ROOT]
         launch([[*command, str(rank), str(job)] for rank in range(config.ranks)], config.timeout_s, work_dir)
         return [_read_result(work_dir, rank) for rank in range(config.ranks)]

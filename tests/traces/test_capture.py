@@ -1,4 +1,4 @@
-"""Tests for traces/capture.py: real 2-rank captures, injection parsing, config checks, the launcher."""
+"""Tests for traces/capture.py: real 2-rank DDP and pipeline captures, injection parsing, config checks, the launcher."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from bottleneck_oracle.errors import CaptureError, ConfigError, TraceFormatError
+from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.traces.capture import (
     CaptureConfig,
     Injection,
@@ -35,6 +36,7 @@ STRAGGLER_CONFIG = CaptureConfig(
 MIXED_CONFIG = CaptureConfig(
     ranks=2,
     steps=5,
+    execution_trace=True,
     injections=tuple(
         parse_injection(text)
         for text in (
@@ -47,6 +49,16 @@ MIXED_CONFIG = CaptureConfig(
     ),
     **TINY,
 )
+MICROBATCHES = 4
+PIPELINE_CONFIG = CaptureConfig(ranks=2, steps=3, pipeline=2, microbatches=MICROBATCHES, execution_trace=True,
+                                **{**TINY, "layers": 2})
+# 1F1B on two stages: stage 0 runs one warm-up forward, stage 1 none
+ONE_F_ONE_B = {
+    0: ["forward mb0", "forward mb1", "backward mb0", "forward mb2", "backward mb1", "forward mb3",
+        "backward mb2", "backward mb3"],
+    1: ["forward mb0", "backward mb0", "forward mb1", "backward mb1", "forward mb2", "backward mb2",
+        "forward mb3", "backward mb3"],
+}
 
 
 def _read(path: Path) -> Trace:
@@ -94,6 +106,20 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Manifest]:
     pytest.importorskip("torch")
     out_dir = tmp_path_factory.mktemp("mixed")
     return out_dir, capture(out_dir, MIXED_CONFIG)
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Manifest]:
+    pytest.importorskip("torch")
+    out_dir = tmp_path_factory.mktemp("pipeline")
+    return out_dir, capture(out_dir, PIPELINE_CONFIG)
+
+
+def _micro_batches(trace: Trace, step: int) -> dict[str, tuple[float, float]]:
+    """`forward mbK` / `backward mbK` -> (start ms, end ms) of its annotation in the step."""
+    start, end, _ = _step_window(trace, step)
+    return {e["name"].strip("# "): (e["ts"] / 1e3, (e["ts"] + e["dur"]) / 1e3) for e in trace["traceEvents"]
+            if e.get("ph") == "X" and e["name"].startswith("## ") and start <= e["ts"] < end}
 
 
 @pytest.mark.slow
@@ -151,6 +177,7 @@ def test_capture_injections_land_in_their_step_and_rank(mixed: tuple[Path, Manif
     assert not _events_in_step(rank0, 6, "checkpoint_save")
     truths = {truth.category: truth for truth in manifest.ground_truth}
     assert truths["exposed_communication"].ranks == (0, 1)
+    assert len(read_trace(out_dir).data_deps) > 0  # the execution traces beside, linked
     assert all(truth.injected_ms is not None and truth.injected_ms > 0 for truth in truths.values())
 
 
@@ -161,6 +188,84 @@ def test_capture_single_rank(tmp_path: Path) -> None:
     trace = _read(tmp_path / "rank0.pt.trace.json.gz")
     assert trace["distributedInfo"]["world_size"] == 1
     assert set(manifest.step_wall_ms[0]) == {2, 3}
+
+
+@pytest.mark.slow
+def test_capture_pipeline_reads_with_both_ranks_and_their_steps(pipeline: tuple[Path, Manifest]) -> None:
+    out_dir, manifest = pipeline
+    assert sorted(path.name for path in out_dir.glob("rank*")) == [
+        "rank0.et.json.gz", "rank0.pt.trace.json.gz", "rank1.et.json.gz", "rank1.pt.trace.json.gz"]
+    trace = read_trace(out_dir)
+    assert [(info.rank, info.world_size) for info in trace.ranks] == [(0, 2), (1, 2)]
+    names = [trace.strings[i] for i in trace.events.name]
+    for rank in (0, 1):
+        steps = {name for name, r in zip(names, trace.events.rank) if r == rank and name.startswith("ProfilerStep#")}
+        assert steps == {"ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"}
+    assert len(trace.data_deps) > 0
+    assert load_manifest(out_dir).config == PIPELINE_CONFIG
+
+
+@pytest.mark.slow
+def test_capture_pipeline_runs_1f1b_with_paired_sends_and_receives(pipeline: tuple[Path, Manifest]) -> None:
+    out_dir, manifest = pipeline
+    stages = [_read(out_dir / name) for name in manifest.traces]
+    for step in manifest.config.recorded_steps:
+        for rank, trace in enumerate(stages):
+            order = sorted(_micro_batches(trace, step).items(), key=lambda item: item[1][0])
+            assert [name for name, _ in order] == ONE_F_ONE_B[rank]
+        for sender, receiver in ((0, 1), (1, 0)):  # activations forward, gradients back
+            sends = _events_in_step(stages[sender], step, "c10d::send")
+            receives = _events_in_step(stages[receiver], step, "c10d::recv_")
+            assert len(sends) == len(receives) == MICROBATCHES
+            assert {e["args"]["Concrete Inputs"][2] for e in sends} == {str(receiver)}  # destination
+            assert {e["args"]["Concrete Inputs"][2] for e in receives} == {str(sender)}  # source
+            transfers = zip(sends, _events_in_step(stages[sender], step, "gloo:send"),
+                            _events_in_step(stages[receiver], step, "gloo:recv"))
+            for send, gloo_send, gloo_receive in transfers:
+                dims = [[1, 32, 64]]  # micro-batch, sequence, width
+                assert gloo_send["args"]["Input Dims"] == gloo_receive["args"]["Input Dims"] == dims
+                assert gloo_receive["ts"] + gloo_receive["dur"] >= send["ts"]  # data arrives once sent
+
+
+@pytest.mark.slow
+def test_capture_pipeline_first_stage_idles_at_the_end_last_stage_at_the_start(
+    pipeline: tuple[Path, Manifest]
+) -> None:
+    out_dir, manifest = pipeline
+    stages = [_read(out_dir / name) for name in manifest.traces]
+    last = MICROBATCHES - 1
+    start_idle: dict[int, list[float]] = {0: [], 1: []}
+    end_idle: dict[int, list[float]] = {0: [], 1: []}
+    for step in manifest.config.recorded_steps:
+        for rank, trace in enumerate(stages):
+            mb = _micro_batches(trace, step)
+            fetch = _events_in_step(trace, step, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
+            start_idle[rank].append(mb["forward mb0"][0] - (fetch[0]["ts"] + fetch[0]["dur"]) / 1e3)
+            ready = max(mb[f"forward mb{last}"][1], mb[f"backward mb{last - 1}"][1])
+            end_idle[rank].append(mb[f"backward mb{last}"][0] - ready)
+    # stage 1 waits for stage 0's first forward; stage 0 waits for the last gradient
+    waits = {what: {rank: statistics.median(ms[rank]) for rank in (0, 1)}
+             for what, ms in (("start", start_idle), ("end", end_idle))}
+    assert waits["start"][1] > max(0.5, 3 * waits["start"][0]), waits
+    assert waits["end"][0] > max(0.5, 3 * waits["end"][1]), waits
+
+
+@pytest.mark.slow
+def test_capture_pipeline_with_data_parallel_replicas(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    config = CaptureConfig(ranks=4, steps=2, pipeline=2, microbatches=2, **{**TINY, "layers": 2})
+    manifest = capture(tmp_path, config)
+    assert [info.rank for info in read_trace(tmp_path).ranks] == [0, 1, 2, 3]
+    reduced: dict[int, set[str]] = {}
+    for rank, name in enumerate(manifest.traces):  # replica r holds its stages on ranks 2r and 2r+1
+        trace = _read(tmp_path / name)
+        peer = rank + 1 if rank % 2 == 0 else rank - 1
+        for step in config.recorded_steps:
+            sends = _events_in_step(trace, step, "c10d::send")
+            assert [e["args"]["Concrete Inputs"][2] for e in sends] == [str(peer)] * 2
+            (reduce,) = _events_in_step(trace, step, "gloo:all_reduce")  # gradients over the stage's replicas
+            reduced.setdefault(rank, set()).add(json.dumps(reduce["args"]["Input Dims"]))
+    assert reduced[0] == reduced[2] != reduced[1] == reduced[3]  # each stage's own parameters
 
 
 def test_capture_refuses_traces_of_other_ranks(tmp_path: Path) -> None:
@@ -188,6 +293,10 @@ def test_capture_parse_injection_refuses_what_a_capture_cannot_inject() -> None:
             "same step and rank",
         ),
         ({"heads": 3}, "heads (3) must divide d_model (128)"),
+        ({"ranks": 3, "pipeline": 2}, "ranks (3) must be a multiple of the pipeline stages (2)"),
+        ({"layers": 1, "pipeline": 2}, "1 layers cannot fill 2 pipeline stages"),
+        ({"microbatches": 2}, "2 microbatches need a pipeline"),
+        ({"pipeline": 2, "microbatches": 3}, "microbatches (3) must divide batch_size (8)"),
         ({"steps": 0}, "steps must be positive"),
     ],
 )

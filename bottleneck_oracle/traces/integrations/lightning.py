@@ -1,0 +1,86 @@
+"""A ``lightning.pytorch.Callback`` that records a Lightning ``Trainer`` run with ``StepProfiler``.
+
+Needs ``lightning`` (the ``integrations`` extra); importing this module without it raises an
+``ImportError`` that says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+try:
+    from lightning.pytorch import Callback, LightningModule, Trainer
+except ImportError as error:  # the optional dependency, imported only with this module
+    raise ImportError(
+        "bottleneck_oracle.traces.integrations.lightning needs lightning: "
+        "pip install 'bottleneck-oracle[integrations]'"
+    ) from error
+
+from bottleneck_oracle.config import Settings
+from bottleneck_oracle.traces.injection import Injection
+from bottleneck_oracle.traces.instrument import DEFAULT_NAME, StepProfiler, StepSchedule
+
+__all__ = ["ProfilerCallback"]
+
+
+class ProfilerCallback(Callback):  # type: ignore[misc]
+    """Records a Lightning ``Trainer`` run: one ``ProfilerStep`` per training batch.
+
+    Starts a ``StepProfiler`` at ``on_train_start``, steps it at ``on_train_batch_end`` and stops
+    it at ``on_train_end`` (or when training raises); the arguments are ``StepProfiler``'s and
+    are checked here. With ``accumulate_grad_batches`` > 1 a step is one batch, not one optimizer
+    step. The rank is torch.distributed's under a distributed strategy. Injected
+    ``dataloader_stall`` needs a wrapped loader and so does not apply to a Trainer.
+
+    Example:
+        ```python
+        trainer = Trainer(max_steps=100, callbacks=[ProfilerCallback("traces/")])
+        trainer.fit(model, loader)
+        ```
+
+    Args:
+        out_dir (Path): folder for the traces.
+        schedule (StepSchedule | None): when to record. (default: ``StepSchedule()``)
+        rank (int | None): rank in the file names. (default: torch.distributed's, else 0)
+        injections (Sequence[Injection | str] | None): faults to inject. (default: ``$ORACLE_INJECT``)
+        execution_trace (bool): also record execution traces. (default: ``True``)
+        name (str): file name pattern. (default: ``rank{rank}.steps{first}-{last}``)
+        settings (Settings | None): where injections come from when None. (default: environment)
+
+    Raises:
+        ConfigError: as ``StepProfiler``.
+    """
+
+    def __init__(
+        self,
+        out_dir: Path | str,
+        *,
+        schedule: StepSchedule | None = None,
+        rank: int | None = None,
+        injections: Sequence[Injection | str] | None = None,
+        execution_trace: bool = True,
+        name: str = DEFAULT_NAME,
+        settings: Settings | None = None,
+    ) -> None:
+        self.profiler = StepProfiler(out_dir, schedule=schedule, rank=rank, injections=injections,
+                                     execution_trace=execution_trace, name=name, settings=settings)
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Start recording: step 0 begins."""
+        self.profiler.start()
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """End the batch that just ran and begin the next step."""
+        self.profiler.step()
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Stop recording; a window still open is written."""
+        self.profiler.stop()
+
+    def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        """Stop recording when training fails, writing what was recorded."""
+        self.profiler.stop()
