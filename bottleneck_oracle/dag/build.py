@@ -18,7 +18,7 @@ from bottleneck_oracle.dag.collectives import CollectiveMatch, completion_ns, ma
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.handoffs import handoff_edges
 from bottleneck_oracle.dag.links import GpuNodes, inferred_stream_waits, launch_edges, sync_edges
-from bottleneck_oracle.dag.names import classify_names
+from bottleneck_oracle.dag.names import classify_names, p2p_direction
 from bottleneck_oracle.dag.steps import assign_steps, find_steps
 from bottleneck_oracle.dag.types import EdgeType, NodeKind, Role
 from bottleneck_oracle.traces import EventKind, Trace
@@ -85,12 +85,12 @@ def _lane_ranges(lane: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _resume_edges(lane: np.ndarray, start: np.ndarray, end: np.ndarray, waiter_lane: np.ndarray,
-                  gloo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """gloo op → first node on the issuing thread that starts after the op ended."""
+                  gloo: np.ndarray, same_lane_ok: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """gloo op → first node on the waiting thread that starts after the op completed (``end``)."""
     lo, hi = _lane_ranges(lane)
     src, dst = [], []
     for g, wl in zip(gloo.tolist(), waiter_lane.tolist()):
-        if wl < 0:
+        if wl < 0 or (wl == lane[g] and not same_lane_ok):  # on its own thread program order rules
             continue
         a, b = lo[wl], hi[wl]
         k = a + np.searchsorted(start[a:b], end[g] - RESUME_TOL_NS, side="left")
@@ -202,10 +202,10 @@ def _gpu_links(trace: Trace, nd: _Nodes, is_gpu: np.ndarray) -> tuple[np.ndarray
                                     (*inferred, EdgeType.SYNC)]
 
 
-def _gloo_links(trace: Trace, nd: _Nodes, is_gpu: np.ndarray, coll: CollectiveMatch) -> Parts:
-    """c10d call → its gloo op, and the gloo op's completion → where the issuing thread resumed."""
+def _gloo_links(trace: Trace, nd: _Nodes, is_gpu: np.ndarray, coll: CollectiveMatch, c10d: np.ndarray,
+                gloo: np.ndarray) -> Parts:
+    """A gloo op's completion → where its issuing thread resumed."""
     kind, rank, lane, start = nd.kind, nd.rank, nd.lane, nd.start
-    c10d, gloo = pair_gloo_calls(trace, kind, nd.role, rank, is_gpu, nd.name, nd.event, start)
     all_gloo = np.flatnonzero((kind == NodeKind.COMM) & ~is_gpu)
     issuer = dict(zip(gloo.tolist(), c10d.tolist()))
     main_lane = _main_lanes(trace, kind, nd.role, rank, lane)
@@ -216,7 +216,21 @@ def _gloo_links(trace: Trace, nd: _Nodes, is_gpu: np.ndarray, coll: CollectiveMa
     # worker may close its own span ms later, after the main thread has moved on
     done = completion_ns(coll.instance, coll.table.reliable, nd.end)
     resumed_by, resumer = _resume_edges(lane, start, done, waiter_lane, all_gloo)
-    return [(c10d, gloo, EdgeType.LAUNCH), (resumed_by, resumer, EdgeType.SYNC)]
+    # a gloo receive only posts the buffer; its thread waits after it until the peer's send lands
+    sends, receives = _p2p_pairs(trace, nd, coll)
+    sent_by, received = _resume_edges(lane, start, nd.end, lane[receives], sends, same_lane_ok=True)
+    return [(resumed_by, resumer, EdgeType.SYNC), (sent_by, received, EdgeType.SYNC)]
+
+
+def _p2p_pairs(trace: Trace, nd: _Nodes, coll: CollectiveMatch) -> tuple[np.ndarray, np.ndarray]:
+    """(send, receive) gloo node pairs of each point-to-point instance."""
+    members = np.flatnonzero(coll.instance >= 0)
+    direction = np.array([p2p_direction(trace.strings[i]) for i in nd.name[members]])
+    sends, recvs = members[direction == "send"], members[direction == "recv"]
+    recv_of = dict(zip(coll.instance[recvs].tolist(), recvs.tolist()))
+    pairs = [(s, recv_of[i]) for s, i in zip(sends.tolist(), coll.instance[sends].tolist()) if i in recv_of]
+    arr = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    return arr[:, 0], arr[:, 1]
 
 
 def _thread_edges(nd: _Nodes, is_gpu: np.ndarray) -> Parts:
@@ -259,8 +273,13 @@ def build_graph(trace: Trace) -> ExecGraph:
     is_gpu = trace.lanes.is_gpu[nd.lane]
     launched_by, launch_ns, parts = _gpu_links(trace, nd, is_gpu)
     meta = _meta_events(trace, nd.kind, nd.event, nd.parent, launched_by)
-    coll = match_collectives(trace, nd.kind, nd.rank, is_gpu, nd.name, meta, nd.start, nd.end)
-    parts += _gloo_links(trace, nd, is_gpu, coll) + _thread_edges(nd, is_gpu) + _recorded_dependencies(trace, nd)
+    c10d, gloo = pair_gloo_calls(trace, nd.kind, nd.role, nd.rank, is_gpu, nd.name, nd.event, nd.start)
+    peer = np.full(len(nd.kind), -1, dtype=np.int64)
+    peer[gloo] = trace.events.peer[nd.event[c10d]]  # a gloo send/recv's peer, from its c10d call
+    coll = match_collectives(trace, nd.kind, nd.rank, is_gpu, nd.name, meta, nd.start, nd.end, peer)
+    parts += [(c10d, gloo, EdgeType.LAUNCH)]
+    parts += _gloo_links(trace, nd, is_gpu, coll, c10d, gloo) + _thread_edges(nd, is_gpu)
+    parts += _recorded_dependencies(trace, nd)
     src, dst, typ = _edges(parts + [(coll.src, coll.dst, EdgeType.COLLECTIVE)])
     steps = find_steps(trace, nd.role, nd.rank, nd.name, nd.start, nd.end)
     step_row, steps = assign_steps(steps, nd.rank, nd.start, nd.end, is_gpu, launched_by)

@@ -2,7 +2,8 @@
 
 Matching keys, best first (TRACE-NOTES 5.3): the ``Comms Id`` hash; the
 process group and its sequence number; else the k-th occurrence per (group,
-collective type, element count) on each rank. An instance is reliable when nobody left before
+collective type, element count) on each rank. A gloo send and receive pair by
+direction and peer (the c10d call's concrete inputs). An instance is reliable when nobody left before
 the last member arrived (min end ≥ max start), the defining property of a
 blocking collective; doubtful matches get no cross-rank edge.
 """
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bottleneck_oracle.dag.graph import CollectiveTable, ExecGraph
-from bottleneck_oracle.dag.names import collective_type
+from bottleneck_oracle.dag.names import collective_type, p2p_direction
 from bottleneck_oracle.dag.types import NodeKind, Role
 from bottleneck_oracle.traces import Trace
 
@@ -58,17 +59,35 @@ def _keys(trace: Trace, nodes: np.ndarray, meta_event: np.ndarray,
     return keys, "order"
 
 
+def _p2p_keys(trace: Trace, nodes: np.ndarray, name: np.ndarray, rank: np.ndarray, peer: np.ndarray,
+              start: np.ndarray) -> list[tuple[object, ...]]:
+    """A send from a to b and a receive on b from a are the k-th transfer a → b on both sides."""
+    counter: dict[tuple[int, int, str], int] = defaultdict(int)
+    keys: list[tuple[object, ...]] = [()] * len(nodes)
+    for i in np.argsort(start[nodes], kind="stable").tolist():
+        node = nodes[i]
+        direction = p2p_direction(trace.strings[name[node]])
+        me, other = int(rank[node]), int(peer[node])
+        pair = (me, other) if direction == "send" else (other, me)
+        slot = (*pair, direction)
+        keys[i] = ("p2p", *pair, counter[slot])
+        counter[slot] += 1
+    return keys
+
+
 def match_collectives(
     trace: Trace, kind: np.ndarray, rank: np.ndarray, lane_is_gpu: np.ndarray, name: np.ndarray,
-    meta_event: np.ndarray, start: np.ndarray, end: np.ndarray,
+    meta_event: np.ndarray, start: np.ndarray, end: np.ndarray, peer: np.ndarray,
 ) -> CollectiveMatch:
     """Groups the comm nodes of all ranks into collective instances.
 
-    GPU comm kernels and gloo ops are matched separately (a job uses one or the other).
+    GPU comm kernels and gloo ops are matched separately (a job uses one or the other);
+    gloo sends and receives pair by direction and peer.
 
     Args:
         meta_event: int64[N], the event row whose args describe each comm node
             (the node itself, or the ``record_param_comms`` that launched it).
+        peer: int[N], the other rank of a point-to-point op (-1 for others).
     """
     n = len(kind)
     instance = np.full(n, -1, dtype=np.int32)
@@ -84,6 +103,9 @@ def match_collectives(
             continue
         ctypes = [type_cache.setdefault(int(i), collective_type(trace.strings[i])) for i in name[nodes]]
         keys, how = _keys(trace, nodes, meta_event, ctypes, rank, start)
+        p2p = np.flatnonzero(peer[nodes] >= 0)
+        for i, key in zip(p2p.tolist(), _p2p_keys(trace, nodes[p2p], name, rank, peer, start)):
+            keys[i] = key
         groups: dict[tuple[object, ...], list[int]] = defaultdict(list)
         ctype_of: dict[int, str] = {}
         for node, key, ctype in zip(nodes.tolist(), keys, ctypes):
@@ -113,6 +135,10 @@ def match_collectives(
     return CollectiveMatch(instance, table, cat(src), cat(dst))
 
 
+def _op_type(name: str) -> str:
+    return p2p_direction(name) or collective_type(name)
+
+
 def pair_gloo_calls(
     trace: Trace, kind: np.ndarray, role: np.ndarray, rank: np.ndarray, lane_is_gpu: np.ndarray,
     name: np.ndarray, event: np.ndarray, start: np.ndarray,
@@ -129,11 +155,11 @@ def pair_gloo_calls(
     gloo = np.flatnonzero((kind == NodeKind.COMM) & ~lane_is_gpu)
     queues: dict[tuple[int, str, int], list[int]] = defaultdict(list)
     for c in calls[np.argsort(start[calls], kind="stable")].tolist():
-        queues[(int(rank[c]), collective_type(trace.strings[name[c]]), int(nelems[c]))].append(c)
+        queues[(int(rank[c]), _op_type(trace.strings[name[c]]), int(nelems[c]))].append(c)
     pairs_c, pairs_g = [], []
     taken: dict[tuple[int, str, int], int] = defaultdict(int)
     for g in gloo[np.argsort(start[gloo], kind="stable")].tolist():
-        slot = (int(rank[g]), collective_type(trace.strings[name[g]]), int(nelems[g]))
+        slot = (int(rank[g]), _op_type(trace.strings[name[g]]), int(nelems[g]))
         queue = queues.get(slot, [])
         k = taken[slot]
         if k < len(queue) and start[queue[k]] <= start[g]:

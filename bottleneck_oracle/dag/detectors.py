@@ -38,8 +38,10 @@ def category_findings(
                 peers = float(np.median(np.delete(values, i)))
                 excess = values[i] - peers
                 if excess >= max(MIN_NS, ANOMALY_SHARE * float(np.median(np.delete(walls, i)))):
+                    # the category grew by `excess`, but the step can have lost no more than its own excess
+                    slower = walls[i] - float(np.median(np.delete(walls, i)))
                     out.append(Finding(
-                        kind, r.step, (rank,), top_ops(g, r, ops_mask(r)), ms(excess),
+                        kind, r.step, (rank,), top_ops(g, r, ops_mask(r)), ms(max(min(excess, slower), 0.0)),
                         f"rank {rank} step {r.step}: {what} took {ms(values[i])} ms of the critical path "
                         f"against a median of {ms(peers)} ms in the rank's other steps",
                     ))

@@ -26,6 +26,11 @@ def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[in
     p2p = p2p_nodes(g)  # pipeline send/recv waits are bubbles, not exposed collectives
     collective_mask = lambda r: mask(Category.COMMUNICATION)(r) & ~(p2p[np.maximum(r.path_node, 0)] & (r.path_node >= 0))  # noqa: E731
     collective_time = lambda r: int(r.path_dur_ns[collective_mask(r)].sum())  # noqa: E731
+    # on a GPU rank the GPU waits while the critical path runs on the host: CPU ops and launches
+    gpu_ranks = set(g.trace.lanes.rank[g.trace.lanes.is_gpu].tolist())
+    host_mask = lambda r: (mask(Category.LAUNCH_OVERHEAD)(r)  # noqa: E731
+                           | (mask(Category.CPU)(r) if r.rank in gpu_ranks else False))
+    host_time = lambda r: int(r.path_dur_ns[host_mask(r)].sum())  # noqa: E731
     found = (
         stragglers(g, reports, slow) + host_pauses(g, reports, slow) + checkpoints(g, reports)
         + host_bound(g, reports) + host_syncs(g, reports, slow) + pipeline_bubbles(g, reports, slow)
@@ -36,8 +41,8 @@ def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[in
                              collective_mask, "communication not hidden by compute", 0.25)
         + category_findings(g, reports, slow, Bottleneck.HOST_SYNC, own(Category.SYNC_WAIT),
                              mask(Category.SYNC_WAIT), "blocking synchronisation", 0.15)
-        + category_findings(g, reports, slow, Bottleneck.LAUNCH_OVERHEAD, own(Category.LAUNCH_OVERHEAD),
-                             mask(Category.LAUNCH_OVERHEAD), "kernel launch overhead", 0.30)
+        + category_findings(g, reports, slow, Bottleneck.LAUNCH_OVERHEAD, host_time, host_mask,
+                             "host time issuing GPU work", 0.30)
     )
     best: dict[tuple[Bottleneck, int | None, tuple[int, ...]], Finding] = {}
     for f in sorted(found, key=lambda f: -f.impact_ms):  # one finding per kind, step and ranks

@@ -11,7 +11,7 @@ import numpy as np
 
 from bottleneck_oracle.dag.types import Role
 
-__all__ = ["classify_names", "collective_type", "step_number", "is_comm_kernel"]
+__all__ = ["classify_names", "collective_type", "p2p_direction", "step_number", "is_comm_kernel"]
 
 _LAUNCH = frozenset({
     "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
@@ -69,6 +69,13 @@ def collective_type(name: str) -> str:
         base = next(g for g in m.groups() if g)
     base = base.lower().replace("_base", "").replace("_", "")
     return "sendrecv" if base in ("alltoall", "send", "recv", "alltoallv") else base
+
+
+def p2p_direction(name: str) -> str:
+    """``send`` or ``recv`` for point-to-point c10d and gloo ops (``c10d::recv_``, ``gloo:send``), else ``""``."""
+    base = name[6:] if name.startswith("c10d::") else name[5:] if name.startswith("gloo:") else ""
+    base = base.rstrip("_")
+    return base if base in ("send", "recv") else ""
 
 
 def _role(name: str) -> Role:

@@ -16,9 +16,9 @@ from bottleneck_oracle.dag.critical_path import StepReport
 
 __all__ = ["SlowStep", "find_slow_steps", "partial_steps", "SLOW_RATIO"]
 
-SLOW_RATIO = 1.2
+SLOW_RATIO = 1.25
 SLOW_MADS = 6.0
-NOISE_FLOOR = 0.03  # step-to-step noise of a shared machine, as a share of the median
+NOISE_FLOOR = 0.04  # step-to-step noise of a shared machine, as a share of the median
 MIN_EXCESS_NS = 500_000
 PARTIAL_RATIO = 0.5
 

@@ -34,6 +34,7 @@ class EventArgs(msgspec.Struct, gc=False, frozen=True):
     coll_seq: IntLike = msgspec.field(default=-1, name="Seq")
     comms_id: IntLike = msgspec.field(default=-1, name="Comms Id")
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
     # metadata events (ph "M") keep their value here
     label: str | int | None = msgspec.field(default=None, name="name")
 
@@ -73,16 +74,47 @@ class DeviceProperty(msgspec.Struct, gc=False):
     name: str = ""
 
 
+class EtValues(msgspec.Struct, gc=False):
+    """``inputs`` / ``outputs`` of a node in the 1.1 (Chakra) layout."""
+
+    values: list[object] = []
+    types: list[str] = []
+
+
+class EtAttr(msgspec.Struct, gc=False):
+    name: str
+    value: object = None
+
+
 class EtNode(msgspec.Struct, gc=False):
+    """An execution-trace node; 1.1 layouts (``ctrl_deps``, ``attrs``, object inputs) are
+    brought to the 1.0 fields by ``decode_file``."""
+
     id: int
     name: str = ""
     parent: int = -1
+    ctrl_deps: int = -1
     rf_id: int = -1
     tid: int = -1
-    inputs: list[object] = []
+    inputs: list[object] | EtValues = []
     input_types: list[str] = []
-    outputs: list[object] = []
+    outputs: list[object] | EtValues = []
     output_types: list[str] = []
+    attrs: list[EtAttr] = []
+
+
+def _flatten_et_node(node: EtNode) -> None:
+    """1.1.x (torch 2.5+: ``attrs`` list, parent in ``ctrl_deps``, inputs as objects) → 1.0 fields."""
+    if node.parent == -1 and node.ctrl_deps != -1:
+        node.parent = node.ctrl_deps
+    for attr in node.attrs:
+        if attr.name in ("rf_id", "tid") and isinstance(attr.value, int):
+            setattr(node, attr.name, attr.value)
+    if isinstance(node.inputs, EtValues):
+        node.input_types, node.inputs = node.inputs.types, node.inputs.values
+    if isinstance(node.outputs, EtValues):
+        node.output_types, node.outputs = node.outputs.types, node.outputs.values
+    node.attrs = []
 
 
 class DecodedFile(msgspec.Struct, gc=False):
@@ -121,6 +153,8 @@ def decode_file(raw: bytes) -> DecodedFile:
     doc = _FILE_DECODER.decode(raw)
     if isinstance(doc, list):
         return DecodedFile(traceEvents=doc)
+    for node in doc.nodes or ():
+        _flatten_et_node(node)
     return doc
 
 

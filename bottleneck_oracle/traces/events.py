@@ -48,6 +48,7 @@ class EventTable:
     nelems: np.ndarray  # int64, elements of the first input tensor (comm ops)
     dtype: np.ndarray  # int32 -> strings
     group_size: np.ndarray  # int32
+    peer: np.ndarray  # int32, the other rank of a point-to-point send/recv (-1)
 
     def __len__(self) -> int:
         return len(self.start_ns)

@@ -38,6 +38,7 @@ Dependency rule (``data_dependencies``):
 from __future__ import annotations
 
 import difflib
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,8 @@ from bottleneck_oracle.traces._decode import DecodedFile, EtNode
 from bottleneck_oracle.traces.types import NONE
 
 __all__ = ["ExecutionTrace", "align_with_kineto", "data_dependencies", "read_execution_trace", "thread_of_rf"]
+
+log = logging.getLogger(__name__)
 
 _ROOT_PREFIX = "[pytorch|profiler|execution_"
 _LIST_PREFIX = "GenericList["
@@ -167,18 +170,35 @@ class ExecutionTrace:
 
 
 def _check_nodes(nodes: list[EtNode], path: Path) -> None:
-    """Raises TraceFormatError on duplicate ids or a parent that is not an earlier node."""
-    seen: set[int] = set()
+    """Raises TraceFormatError on duplicate ids or a parent that does not exist; repairs late parents.
+
+    torch 2.13 records ops of other threads (``gloo:all_reduce`` on a gloo worker) under the main
+    thread and, racing with it, sometimes gives them a parent that started after them (a larger
+    id): such a node moves up to that parent's nearest ancestor that started before it.
+    """
+    parent_of: dict[int, int] = {}
     for node in nodes:
-        if node.id in seen:
+        if node.id in parent_of:
             raise TraceFormatError(f"{path.name}: execution-trace node id {node.id} appears twice")
-        seen.add(node.id)
+        parent_of[node.id] = node.parent
+    roots = [n for n, p in parent_of.items() if n == p]
+    moved = 0
     for node in nodes:
-        if node.parent != node.id and (node.parent not in seen or node.parent > node.id):
-            raise TraceFormatError(
-                f"{path.name}: execution-trace node {node.id} has parent {node.parent}, "
-                "which is not an earlier node"
-            )
+        if node.parent == node.id:
+            continue
+        if node.parent not in parent_of:
+            raise TraceFormatError(f"{path.name}: execution-trace node {node.id} has parent {node.parent}, "
+                                   "which is not a node of the trace")
+        parent = node.parent
+        while parent > node.id and parent_of[parent] != parent:
+            parent = parent_of[parent]
+        if parent > node.id:
+            parent = min(roots, default=parent)
+        if parent != node.parent:
+            node.parent = parent_of[node.id] = parent
+            moved += 1
+    if moved:
+        log.info("%s: %d execution-trace nodes moved under an earlier ancestor", path.name, moved)
 
 
 def read_execution_trace(doc: DecodedFile, path: Path) -> ExecutionTrace:
@@ -296,9 +316,12 @@ def align_with_kineto(
     free = set(k_threads)
     for _, (idx, names) in sorted(et_threads.items(), key=lambda kv: -len(kv[1][1])):
         best, best_blocks = None, []
-        for lane in free:
-            matcher = difflib.SequenceMatcher(None, names, k_threads[lane][1], autojunk=False)
-            blocks = matcher.get_matching_blocks()
+        exact = [lane for lane in free if k_threads[lane][1] == names]  # recorded together: same ops
+        for lane in exact[:1] or free:
+            if lane in exact:
+                blocks = [difflib.Match(0, 0, len(names))]
+            else:
+                blocks = difflib.SequenceMatcher(None, names, k_threads[lane][1], autojunk=False).get_matching_blocks()
             if best is None or sum(b.size for b in blocks) > sum(b.size for b in best_blocks):
                 best, best_blocks = lane, blocks
         if best is None:

@@ -50,6 +50,7 @@ _SYNC_BY_NAME = {
     "Stream Wait Event": SyncKind.STREAM_WAIT,
 }
 _COMM_PREFIXES = ("c10d::", "gloo:", "nccl:", "record_param_comms")
+_P2P_CALLS = ("c10d::send", "c10d::recv")
 _LAUNCH_FLOW_CATS = frozenset({"ac2g", "async_cpu_to_gpu"})
 _UINT32_MINUS_ONE = 4294967295
 _GENERIC_THREAD_NAMES = ("(python)", "(pt_main_thread)", "python", "pt_main_thread")
@@ -115,6 +116,14 @@ def _first_numel(raw: msgspec.Raw) -> int:
                 return math.prod(item)
             stack.extend(reversed(item))
     return -1
+
+
+def _peer(raw: msgspec.Raw) -> int:
+    """The peer rank of ``c10d::send``/``c10d::recv_``: its third concrete input ([tensors, group, peer, tag])."""
+    if not len(raw):
+        return -1
+    values = msgspec.json.decode(raw)
+    return _to_int(values[2]) if isinstance(values, list) and len(values) > 2 else -1
 
 
 def _exact_us_to_ns(text: bytes | None) -> int:
@@ -196,6 +205,8 @@ def _chunk_columns(xs: list[Event], interner: _Interner) -> dict[str, np.ndarray
         _to_int(a.in_nelems) if a.in_nelems != -1 else (_first_numel(a.input_dims) if c else -1)
         for a, c in zip(args, is_comm)], dtype=np.int64)
     col["comms_id"] = np.array([max(_to_int(a.comms_id), 0) for a in args], dtype=np.uint64)
+    col["peer"] = np.array([_peer(a.concrete_inputs) if n.startswith(_P2P_CALLS) else -1
+                            for a, n in zip(args, names)], dtype=np.int32)
     col["sync_kind"] = np.array([_SYNC_BY_NAME.get(a.sync_kind, 0) for a in args], dtype=np.int8)
     col["name"] = interner.column(names)
     col["coll_name"] = interner.column([a.coll_name for a in args])
@@ -325,7 +336,8 @@ def parse_kineto(doc: DecodedFile, path: Path) -> RankPart:
         rank=np.zeros(len(start), dtype=np.int32), kind=cols["kind"], name=cols["name"], lane=lane,
         start_ns=start, dur_ns=dur, **{k: cols[k] for k in (
             "correlation", "external_id", "stream", "nbytes", "seq_number", "sync_kind", "wait_stream",
-            "wait_record", "coll_name", "pg_name", "coll_seq", "comms_id", "nelems", "dtype", "group_size")},
+            "wait_record", "coll_name", "pg_name", "coll_seq", "comms_id", "nelems", "dtype", "group_size",
+            "peer")},
     )
     table.stream[table.stream == _UINT32_MINUS_ONE] = -1
     ops = cols["pid"][cols["kind"] == EventKind.CPU_OP]

@@ -78,7 +78,8 @@ def test_collectives_matched_across_ranks(clean: tuple[Path, Analysis]) -> None:
 
 def test_straggler_found_on_its_rank_and_step(straggler: Analysis) -> None:
     a = straggler
-    assert {(s.step, s.rank) for s in a.slow_steps} == {(4, 0), (4, 1)}
+    assert {(4, 0), (4, 1)} <= {(s.step, s.rank) for s in a.slow_steps}
+    assert max(a.slow_steps, key=lambda s: s.wall_ns).step == 4
     top = a.findings[0]
     assert (top.category, top.step, top.ranks) == (Bottleneck.STRAGGLER_RANK, 4, (1,))
     assert top.impact_ms >= 150

@@ -18,7 +18,7 @@ CASES = [
     ("exposed_communication@3=8192MB", {**DP2, "hardware": "A100"}, None),
     ("slow_compute@3:1=3x", DP2, (3, (1,))),
     ("host_sync@3:1=20ms", DP2, (3, (1,))),
-    ("launch_overhead@3:1=4x", DP2, (3, (1,))),
+    ("launch_overhead@3:1=8x", DP2, (3, (1,))),
     ("checkpoint_stall@3:1=256MB", DP2, (3, (1,))),
     ("pipeline_bubble@3=20ms", PP2, None),
 ]

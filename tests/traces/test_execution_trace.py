@@ -263,7 +263,7 @@ def test_read_execution_trace_bad_parent_raises() -> None:
     doc = decode_file(msgspec.json.encode({"nodes": nodes}))
     with pytest.raises(TraceFormatError) as info:
         read_execution_trace(doc, Path("bad_et.json"))
-    expected = "bad_et.json: execution-trace node 2 has parent 9, which is not an earlier node"
+    expected = "bad_et.json: execution-trace node 2 has parent 9, which is not a node of the trace"
     assert str(info.value) == expected
 
 
@@ -273,3 +273,33 @@ def test_read_execution_trace_duplicate_id_raises() -> None:
     with pytest.raises(TraceFormatError) as info:
         read_execution_trace(doc, Path("dup_et.json"))
     assert str(info.value) == "dup_et.json: execution-trace node id 1 appears twice"
+
+
+def test_chakra_layout_of_torch_2_13_reads_like_the_flat_one() -> None:
+    # torch 2.13 writes schema 1.1.1-chakra: scalars in `attrs`, the parent in `ctrl_deps`,
+    # inputs/outputs as objects of values/shapes/types/strides
+    def node(node_id: int, rf: int, name: str, parent: int, ins: list, outs: list) -> dict:
+        return {"id": node_id, "name": name, "ctrl_deps": parent,
+                "inputs": {"values": ins, "shapes": [[] for _ in ins], "types": ["Tensor(float)"] * len(ins),
+                           "strides": [[] for _ in ins]},
+                "outputs": {"values": outs, "shapes": [[] for _ in outs], "types": ["Tensor(float)"] * len(outs),
+                            "strides": [[] for _ in outs]},
+                "attrs": [{"name": "rf_id", "type": "uint64", "value": rf}, {"name": "tid", "type": "uint64", "value": 1}]}
+    x = [7, 70, 0, 16, 4, "cpu"]
+    body = {"schema": "1.1.1-chakra.0.0.4", "pid": 9, "nodes": [
+        node(1, 0, PROCESS, 1, [], []), node(2, 0, "[pytorch|profiler|execution_trace|thread]", 1, [], []),
+        node(3, 5, "aten::empty", 2, [], [x]), node(4, 6, "aten::relu", 2, [x], [])]}
+    doc = decode_file(msgspec.json.encode(body))
+    trace = read_execution_trace(doc, Path("chakra.json"))
+    assert trace.rf_id.tolist() == [0, 0, 5, 6] and trace.parent.tolist() == [1, 1, 2, 2]
+    assert trace.tid.tolist() == [1, 1, 1, 1]
+    assert data_dependencies(doc).tolist() == [[5, 6]]
+
+
+def test_late_parent_moves_under_an_earlier_ancestor() -> None:
+    # node 4 names parent 6, which started after it (a gloo op recorded by another thread)
+    nodes = [_node(1, 0, PROCESS, 1, 0), _node(2, 1, "a", 1, 1), _node(3, 2, "b", 2, 1),
+             _node(4, 3, "gloo:all_reduce", 6, 1), _node(5, 4, "c", 3, 1), _node(6, 5, "d", 5, 1)]
+    doc = decode_file(msgspec.json.encode({"schema": "1.0.1", "pid": 1, "nodes": nodes}))
+    trace = read_execution_trace(doc, Path("late.json"))
+    assert dict(zip(trace.node_id.tolist(), trace.parent.tolist()))[4] == 3  # 6 → 5 → 3

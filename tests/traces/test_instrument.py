@@ -19,7 +19,6 @@ torch = pytest.importorskip("torch")
 from bottleneck_oracle.config import Settings  # noqa: E402
 from bottleneck_oracle.errors import ConfigError  # noqa: E402
 from bottleneck_oracle.traces import read_trace  # noqa: E402
-from bottleneck_oracle.traces._et_window import _reparent_late_parents  # noqa: E402
 from bottleneck_oracle.traces.injection import Injection  # noqa: E402
 from bottleneck_oracle.traces.instrument import (  # noqa: E402
     LOAD_ANNOTATION,
@@ -102,7 +101,7 @@ def test_step_profiler_writes_kineto_and_execution_trace_named_by_rank_and_steps
     trace = _read(out_dir / names[0])
     assert sorted(_steps(trace)) == [2, 3, 4]
     assert trace["record_shapes"] == 1 and "Input Dims" in json.dumps(trace["traceEvents"])
-    assert _read(out_dir / names[1])["schema"] == "1.0.1"
+    assert _read(out_dir / names[1])["schema"].startswith("1.1")  # kept as torch wrote it
 
 
 def test_step_profiler_output_reads_and_links(injected: tuple[Path, StepProfiler]) -> None:
@@ -205,13 +204,6 @@ def test_step_profiler_records_cpu_only_without_a_gpu() -> None:
     assert _cuda_sync_config() is not None  # torch 2.13 has the flag
 
 
-def test_reparent_late_parents_moves_a_node_under_an_earlier_ancestor() -> None:
-    nodes = [{"id": 1, "parent": 1}, {"id": 2, "parent": 1}, {"id": 3, "parent": 2},
-             {"id": 4, "parent": 6}, {"id": 5, "parent": 3}, {"id": 6, "parent": 5}]
-    assert _reparent_late_parents(nodes) == 1
-    assert [node["parent"] for node in nodes] == [1, 1, 2, 3, 3, 5]  # 4: 6 → 5 → 3
-
-
 _DISTRIBUTED = """
 import sys, torch.distributed as dist
 from bottleneck_oracle.traces.instrument import StepProfiler, StepSchedule
@@ -221,6 +213,7 @@ with StepProfiler(sys.argv[3], schedule=StepSchedule(wait=0, warmup=1, active=2)
     for _ in range(4):
         dist.all_reduce(__import__("torch").ones(1000))
         rec.step()
+dist.barrier()  # neither rank tears gloo down while the other still talks to it
 dist.destroy_process_group()
 """
 
@@ -230,7 +223,8 @@ def test_step_profiler_names_files_by_the_distributed_rank(tmp_path: Path) -> No
     out_dir = tmp_path / "traces"
     commands = [[sys.executable, "-c", _DISTRIBUTED, str(r), str(tmp_path / "store"), str(out_dir)] for r in (0, 1)]
     processes = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for command in commands]
-    assert all(process.wait(timeout=120) == 0 for process in processes), [p.stderr.read() for p in processes]
+    errors = [p.communicate(timeout=120)[1].decode(errors="replace")[-2000:] for p in processes]
+    assert [p.returncode for p in processes] == [0, 0], errors
     assert sorted(path.name for path in out_dir.iterdir()) == [
         "rank0.steps1-2.et.json.gz", "rank0.steps1-2.pt.trace.json.gz",
         "rank1.steps1-2.et.json.gz", "rank1.steps1-2.pt.trace.json.gz",
