@@ -33,6 +33,8 @@ app = typer.Typer(
 )
 db_app = typer.Typer(name="db", no_args_is_help=True, help="Start, stop or check the embedded graph database.")
 app.add_typer(db_app)
+dataset_app = typer.Typer(name="dataset", no_args_is_help=True, help="Corpora of synthetic traces with ground truth.")
+app.add_typer(dataset_app)
 _SHORT = {"gpu_compute": "gpu", "communication": "comm", "cpu": "cpu", "launch_overhead": "launch",
           "sync_wait": "sync", "data_loading": "data", "idle": "idle"}
 
@@ -270,6 +272,54 @@ def traces_command(
         table.add_row(t.trace_id, t.name, status, t.detail.value, str(t.ranks), str(t.steps), f"{t.ops:,}",
                       f"{t.relationships:,}", loaded)
     Console().print(table)
+
+
+@app.command("synth")
+def synth_command(
+    out_dir: Annotated[Path, typer.Argument(help="Folder for rank{r}.pt.trace.json.gz and manifest.json.")],
+    model: Annotated[str, typer.Option(help="tiny, gpt2-small, 1b, 7b or 13b.")] = "tiny",
+    hardware: Annotated[str, typer.Option(help="A100, H100 or H200.")] = "H100",
+    dp: Annotated[int, typer.Option(help="Data-parallel degree.")] = 1,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
+    pp: Annotated[int, typer.Option(help="Pipeline stages (1F1B).")] = 1,
+    microbatches: Annotated[int, typer.Option(help="Micro-batches per step.")] = 1,
+    steps: Annotated[int, typer.Option(help="Recorded steps.")] = 4,
+    seed: Annotated[int, typer.Option(help="Seed of the kernel-time noise.")] = 0,
+    inject: Annotated[Optional[list[str]], typer.Option(
+        help="CATEGORY@STEP[:RANK,...][=SIZE], repeatable; any category of the bottleneck vocabulary.")] = None,
+) -> None:
+    """Generate the traces of a simulated GPU-cluster LLM training job, with ground truth."""
+    from bottleneck_oracle.traces.injection import parse_injection
+    from bottleneck_oracle.traces.synth import SynthConfig, synthesize
+
+    config = SynthConfig(model=model, hardware=hardware, dp=dp, tp=tp, pp=pp, microbatches=microbatches,
+                         steps=steps, seed=seed, injections=tuple(parse_injection(t) for t in inject or ()))
+    with Console(stderr=True).status(f"simulating {config.ranks} rank(s) for {steps} steps..."):
+        manifest = synthesize(out_dir, config, workers=Settings.from_env().workers)
+    console = Console()
+    console.print(f"wrote {len(manifest.traces)} trace(s), {manifest.events:,} events, and manifest.json to {out_dir}")
+    for truth in manifest.ground_truth:
+        console.print(f"  injected {truth.category} at step {truth.step} on rank(s) "
+                      f"{','.join(map(str, truth.ranks))}: {truth.size:g} {truth.unit} (+{truth.injected_ms:.1f} ms)")
+
+
+@dataset_app.command("build")
+def dataset_build_command(
+    out_dir: Annotated[Path, typer.Argument(help="Corpus folder (SPLIT/SAMPLE/ per trace, index.json).")],
+    n: Annotated[int, typer.Option("--n", help="Number of traces.")] = 200,
+    seed: Annotated[int, typer.Option(help="Decides the plan, the family split and every trace's noise.")] = 0,
+) -> None:
+    """Build (or resume) a corpus split by configuration family, with an out-of-distribution split."""
+    from rich.progress import Progress
+
+    from bottleneck_oracle.traces.dataset import build_dataset
+
+    with Progress(console=Console(stderr=True)) as progress:
+        task = progress.add_task("generating traces", total=n)
+        index = build_dataset(out_dir, n, seed, workers=Settings.from_env().workers,
+                              progress=lambda done, total, sid: progress.update(task, completed=done))
+    counts = {split: sum(1 for e in index if e["split"] == split) for split in ("train", "val", "test", "ood")}
+    Console().print(f"{len(index)} traces in {out_dir}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
 
 
 def main() -> None:

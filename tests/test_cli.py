@@ -110,6 +110,10 @@ def test_cli_flag_set_is_frozen() -> None:
                                 "pipeline", "ranks", "seed", "seq_len", "steps"]
     assert flags["ingest"] == ["as_json", "detail", "hops", "partial", "paths"]
     assert flags["traces"] == ["as_json"]
+    assert flags["synth"] == ["dp", "hardware", "inject", "microbatches", "model", "out_dir", "pp", "seed",
+                              "steps", "tp"]
+    dataset = group.commands["dataset"].commands  # type: ignore[attr-defined]
+    assert sorted(p.name for p in dataset["build"].params) == ["n", "out_dir", "seed"]
     db = group.commands["db"].commands  # type: ignore[attr-defined]
     assert {name: sorted(p.name for p in cmd.params) for name, cmd in db.items()} == \
         {"start": [], "stop": [], "status": ["as_json"]}
@@ -128,3 +132,16 @@ def test_execution_trace_with_its_kineto_trace(tmp_path: Path) -> None:
     out = _oracle("analyze", REAL / "hta" / "execution_trace", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["trace"]["ranks"] == [0]
+
+
+def test_synth_writes_a_job_the_analysis_reads(tmp_path: Path) -> None:
+    out = _oracle("synth", tmp_path / "job", "--model", "tiny", "--dp", "2", "--inject", "host_pause@3:1=30ms")
+    assert out.returncode == 0, out.stderr
+    assert "injected host_pause at step 3 on rank(s) 1" in out.stdout
+    analysed = json.loads(_oracle("analyze", tmp_path / "job", "--json").stdout)
+    assert {(f["category"], f["step"], tuple(f["ranks"])) for f in analysed["findings"]} >= {("host_pause", 3, (1,))}
+
+
+def test_synth_bad_injection_exits_2(tmp_path: Path) -> None:
+    out = _oracle("synth", tmp_path / "job", "--pp", "1", "--inject", "pipeline_bubble@2")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
