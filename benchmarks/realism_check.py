@@ -37,7 +37,8 @@ def profile(a: Analysis) -> dict[str, float]:
     launch = g.start_ns[kernels] - g.launch_ns[kernels]
     wall = sum(r.wall_ns for r in steps)
     row = {(int(s), int(r)): i for i, (s, r) in enumerate(zip(g.steps.step, g.steps.rank))}
-    busy = sum(gpu_busy_ns(g, row[(r.step, r.rank)])[0] for r in steps)
+    busy_ns = gpu_busy_ns(g)
+    busy = sum(busy_ns[row[(r.step, r.rank)]] for r in steps)
     out = {
         "steps": n, "step ms (median)": float(np.median([r.wall_ns for r in steps])) / 1e6,
         "kernels / step": kernels.sum() / n, "cpu ops / step": (g.kind == NodeKind.CPU_OP).sum() / n,

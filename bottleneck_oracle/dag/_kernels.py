@@ -49,7 +49,7 @@ _csr.restype = None
 _csr.argtypes = [_I64, _PTR, _I64, _PTR, _PTR]
 _topo = _LIB.topological_order
 _topo.restype = _I64
-_topo.argtypes = [_I64, _I64, _PTR, _PTR, _PTR, _PTR]
+_topo.argtypes = [_I64, _PTR, _PTR, _PTR, _PTR, _PTR]
 _longest = _LIB.longest_path
 _longest.restype = None
 _longest.argtypes = [_I64, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR]
@@ -95,12 +95,12 @@ def csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     return indptr, order
 
 
-def topological_order(n: int, src: np.ndarray, dst: np.ndarray, out_ptr: np.ndarray,
+def topological_order(n: int, in_ptr: np.ndarray, dst: np.ndarray, out_ptr: np.ndarray,
                       out_order: np.ndarray) -> np.ndarray:
-    """Kahn's algorithm; returns fewer than ``n`` nodes when the graph has a cycle."""
-    dst = _i64(dst)
+    """Kahn's algorithm over the edges of the CSRs; returns fewer than ``n`` nodes on a cycle."""
     order = np.empty(n, np.int64)
-    k = _topo(n, len(dst), _p(dst), _p(_i64(out_ptr)), _p(_i64(out_order)), _p(order))
+    in_ptr, dst, out_ptr, out_order = map(_i64, (in_ptr, dst, out_ptr, out_order))
+    k = _topo(n, _p(in_ptr), _p(dst), _p(out_ptr), _p(out_order), _p(order))
     return order[:k]
 
 
@@ -108,8 +108,9 @@ def longest_path(order: np.ndarray, src: np.ndarray, weight: np.ndarray, in_ptr:
                  in_order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Longest distance to every node from any source, and the edge that gives it.
 
-    Pulls over in-edges in ``in_order``; on ties the earlier edge wins.
-    Returns ``(dist int64[n], pred_edge int64[n])``; sources have dist 0, pred -1.
+    Pulls over in-edges in ``in_order``, skipping edges of negative weight (absent); on ties
+    the earlier edge wins. Returns ``(dist int64[n], pred_edge int64[n])``; sources have dist
+    0, pred -1.
     """
     n = len(in_ptr) - 1
     dist = np.zeros(n, np.int64)

@@ -62,10 +62,11 @@ void csr(i64 e, const i64 *keys, i64 n, i64 *indptr, i64 *order) {
     free(fill);
 }
 
-/* Kahn's algorithm; returns how many nodes were ordered (fewer than n: a cycle). */
-i64 topological_order(i64 n, i64 e, const i64 *dst, const i64 *out_ptr, const i64 *out_order, i64 *order) {
-    i64 *indeg = calloc(n, sizeof(i64));
-    for (i64 k = 0; k < e; k++) indeg[dst[k]]++;
+/* Kahn's algorithm over the edges in the CSRs; returns how many nodes were ordered (fewer: a cycle). */
+i64 topological_order(i64 n, const i64 *in_ptr, const i64 *dst, const i64 *out_ptr, const i64 *out_order,
+                      i64 *order) {
+    i64 *indeg = malloc(sizeof(i64) * (n > 0 ? n : 1));
+    for (i64 v = 0; v < n; v++) indeg[v] = in_ptr[v + 1] - in_ptr[v];
     i64 head = 0, tail = 0;
     for (i64 v = 0; v < n; v++) if (indeg[v] == 0) order[tail++] = v;
     while (head < tail) {
@@ -85,7 +86,9 @@ void longest_path(i64 n_order, const i64 *order, const i64 *src, const i64 *weig
     for (i64 i = 0; i < n_order; i++) {
         i64 v = order[i], best = 0, arg = -1;
         for (i64 k = in_ptr[v]; k < in_ptr[v + 1]; k++) {
-            i64 ed = in_order[k], d = dist[src[ed]] + weight[ed];
+            i64 ed = in_order[k];
+            if (weight[ed] < 0) continue;  /* absent */
+            i64 d = dist[src[ed]] + weight[ed];
             if (arg < 0 || d > best) { best = d; arg = ed; }
         }
         dist[v] = arg >= 0 ? best : 0;

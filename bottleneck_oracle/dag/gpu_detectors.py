@@ -16,23 +16,42 @@ __all__ = ["gpu_busy_ns", "host_bound", "host_syncs", "p2p_nodes", "pipeline_bub
 _P2P_OPS = ("send/recv (SendRecv kernels)",)
 
 
-def gpu_busy_ns(g: ExecGraph, row: int) -> tuple[int, np.ndarray]:
-    """Time some GPU stream of the step's rank computed or copied inside the step's window
-    (communication kernels spin while they wait, so they do not count), and the durations of
-    the kernels the step launched."""
+def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of intervals as disjoint sorted intervals."""
+    if not len(starts):
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], np.maximum.accumulate(ends[order])
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > e[:-1]
+    idx = np.flatnonzero(new)
+    last = np.append(idx[1:], len(s)) - 1
+    return s[idx], e[last]
+
+
+def _covered(s: np.ndarray, e: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For each window [lo, hi), the time the disjoint sorted intervals (s, e) cover in it."""
+    prefix = np.concatenate([[0], np.cumsum(e - s)])
+    def upto(t: np.ndarray) -> np.ndarray:  # covered time before t
+        k = np.searchsorted(s, t, side="right")  # intervals starting before t
+        inside = np.where(k > 0, np.minimum(e[np.maximum(k - 1, 0)], t) - s[np.maximum(k - 1, 0)], 0)
+        return prefix[np.maximum(k - 1, 0)] * (k > 0) + np.maximum(inside, 0)
+    return upto(hi) - upto(lo) if len(s) else np.zeros(len(lo), dtype=np.int64)
+
+
+def gpu_busy_ns(g: ExecGraph) -> np.ndarray:
+    """int64[steps]: time some GPU stream of each step's rank computed or copied inside the step's
+    window, the previous step's tail included (communication kernels spin while they wait, so they
+    do not count)."""
     steps = g.steps
-    lanes = g.trace.lanes
-    lo, hi = int(steps.start_ns[row]), int(steps.end_ns[row])
-    # every compute kernel of the rank inside the window: the previous step's tail counts too
-    mine = np.flatnonzero((g.rank == steps.rank[row]) & lanes.is_gpu[g.lane] & (g.parent < 0)
-                          & (g.kind != NodeKind.COMM) & (g.end_ns > lo) & (g.start_ns < hi))
-    s = np.clip(g.start_ns[mine], lo, hi)
-    e = np.clip(g.end_ns[mine], lo, hi)
-    order = np.argsort(s)
-    s, e = s[order], np.maximum.accumulate(e[order]) if len(e) else e
-    covered = int((e - np.maximum(s, np.concatenate([[lo], e[:-1]]))).clip(min=0).sum()) if len(s) else 0
-    own = mine[(g.kind[mine] == NodeKind.KERNEL) & (g.step_row[mine] == row)]
-    return covered, g.dur_ns[own]
+    busy = np.zeros(len(steps), dtype=np.int64)
+    compute = g.trace.lanes.is_gpu[g.lane] & (g.parent < 0) & (g.kind != NodeKind.COMM)
+    for rank in np.unique(steps.rank).tolist():
+        mine = np.flatnonzero(compute & (g.rank == rank))
+        rows = np.flatnonzero(steps.rank == rank)
+        s, e = _merged(g.start_ns[mine], g.start_ns[mine] + g.dur_ns[mine])
+        busy[rows] = _covered(s, e, steps.start_ns[rows], steps.end_ns[rows])
+    return busy
 
 
 def host_bound(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
@@ -40,18 +59,19 @@ def host_bound(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
     lanes = g.trace.lanes
     out = []
     row_of = {(int(s), int(r)): i for i, (s, r) in enumerate(zip(g.steps.step, g.steps.rank))}
-    by_rank: dict[int, list[tuple[StepReport, float, float, np.ndarray]]] = defaultdict(list)
+    busy_ns = gpu_busy_ns(g)
+    by_rank: dict[int, list[tuple[StepReport, float, float]]] = defaultdict(list)
     for r in reports:
         if not (lanes.is_gpu & (lanes.rank == r.rank)).any() or r.wall_ns < MIN_NS:
             continue
-        busy, kernels = gpu_busy_ns(g, row_of[(r.step, r.rank)])
         host = own_ns(r, Category.CPU) + own_ns(r, Category.LAUNCH_OVERHEAD)
-        by_rank[r.rank].append((r, busy / r.wall_ns, host / r.wall_ns, kernels))
+        by_rank[r.rank].append((r, busy_ns[row_of[(r.step, r.rank)]] / r.wall_ns, host / r.wall_ns))
     for rank, rows in by_rank.items():
         hits = [x for x in rows if x[1] < 0.5 and x[2] >= 0.5]
         if not hits or len(hits) * 2 < len(rows):
             continue
-        kernels = np.concatenate([k for *_, k in hits])
+        hit_rows = [row_of[(x[0].step, rank)] for x in hits]
+        kernels = g.dur_ns[(g.kind == NodeKind.KERNEL) & np.isin(g.step_row, hit_rows)]
         launches = g.dur_ns[(g.rank == rank) & (g.role == Role.LAUNCH)]
         worst = max(hits, key=lambda x: x[2])[0]
         busy = float(np.median([x[1] for x in hits]))
@@ -116,6 +136,7 @@ def pipeline_bubbles(g: ExecGraph, reports: list[StepReport], slow: set[int]) ->
     """Pipeline stages whose GPU idles waiting for activations or gradients from a neighbour stage."""
     p2p = p2p_nodes(g)
     row_of = {(int(s), int(r)): i for i, (s, r) in enumerate(zip(g.steps.step, g.steps.rank))}
+    busy_ns = gpu_busy_ns(g)
     out = []
     for rank, mine in _by_rank(reports).items():
         own = p2p & (g.rank == rank)
@@ -124,7 +145,7 @@ def pipeline_bubbles(g: ExecGraph, reports: list[StepReport], slow: set[int]) ->
         peers = sorted(set(g.rank[np.isin(g.collective, g.collective[own])].tolist()) - {rank})
         with_ranks = ", ".join(map(str, peers))
         walls = np.array([max(r.wall_ns, 1) for r in mine], dtype=np.float64)
-        idle = walls - np.array([gpu_busy_ns(g, row_of[(r.step, rank)])[0] for r in mine], dtype=np.float64)
+        idle = walls - np.array([busy_ns[row_of[(r.step, rank)]] for r in mine], dtype=np.float64)
         anomalies = [i for i, r in enumerate(mine) if len(mine) >= 3 and r.step in slow
                      and idle[i] - _peers(idle, i) >= max(MIN_NS, 0.10 * _peers(walls, i))]
         for i in anomalies:

@@ -134,31 +134,49 @@ def sync_edges(
     calls = np.flatnonzero((kind == NodeKind.RUNTIME) & np.isin(role, (Role.SYNC, Role.STREAM_WAIT)))
     info = _sync_info(trace, rank, correlation, calls)
     record_start = _record_starts(kind, role, rank, start, correlation, info["wait_record"], calls)
+    # (waiter, lane, time): the waiter waits for the last work launched on lane before time;
+    # a stream wait's waiter is the first work launched on its own stream after the call
+    waits: list[tuple[int, int, int]] = []
+    stream_waits: list[tuple[int, int, int, int]] = []
     for i, call in enumerate(calls.tolist()):
-        r, sk = int(rank[call]), int(info["kind"][i])
-        dev = int(info["device"][i])
+        r, sk, dev = int(rank[call]), int(info["kind"][i]), int(info["device"][i])
         if sk == SyncKind.STREAM_WAIT or (sk == SyncKind.EVENT and record_start[i] >= 0):
             lane_w = lane_of.get((r, dev, int(info["wait_stream"][i])))
             if lane_w is None or record_start[i] < 0:
                 continue
-            awaited = int(gpu.last_before(lane_w, np.array([record_start[i]]))[0])
             if sk == SyncKind.EVENT:
-                waiter = call
-            else:
-                lane_s = lane_of.get((r, dev, int(info["stream"][i])))
-                waiter = -1 if lane_s is None else int(gpu.first_after(lane_s, np.array([start[call]]))[0])
-            if awaited >= 0 and waiter >= 0:
-                src.append(np.array([awaited]))
-                dst.append(np.array([waiter]))
+                waits.append((call, lane_w, int(record_start[i])))
+            elif (lane_s := lane_of.get((r, dev, int(info["stream"][i])))) is not None:
+                stream_waits.append((lane_w, int(record_start[i]), lane_s, int(start[call])))
         elif role[call] == Role.SYNC:
             stream = int(info["stream"][i]) if sk == SyncKind.STREAM else None
             lanes = [lane_of[(r, dev, stream)]] if (r, dev, stream) in lane_of else by_rank.get(r, [])
-            for lane in lanes:
-                awaited = int(gpu.last_before(lane, np.array([start[call]]))[0])
-                if awaited >= 0:
-                    src.append(np.array([awaited]))
-                    dst.append(np.array([call]))
+            waits += [(call, lane, int(start[call])) for lane in lanes]
+    for waiter, awaited in (_resolve_waits(gpu, waits), _resolve_stream_waits(gpu, stream_waits)):
+        ok = (awaited >= 0) & (waiter >= 0)
+        src.append(awaited[ok])
+        dst.append(waiter[ok])
     return np.concatenate(src).astype(np.int64), np.concatenate(dst).astype(np.int64)
+
+
+def _resolve_waits(gpu: GpuNodes, waits: list[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(waiter, awaited) for each (waiter, lane, time): the last work launched on lane before time."""
+    arr = np.array(waits, dtype=np.int64).reshape(-1, 3)
+    awaited = np.full(len(arr), -1, dtype=np.int64)
+    for lane in np.unique(arr[:, 1]).tolist():
+        at = arr[:, 1] == lane
+        awaited[at] = gpu.last_before(lane, arr[at, 2])
+    return arr[:, 0], awaited
+
+
+def _resolve_stream_waits(gpu: GpuNodes, waits: list[tuple[int, int, int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(waiter, awaited) for each (recorded lane, record time, waiting lane, call time)."""
+    arr = np.array(waits, dtype=np.int64).reshape(-1, 4)
+    waiter = np.full(len(arr), -1, dtype=np.int64)
+    for lane in np.unique(arr[:, 2]).tolist():
+        at = arr[:, 2] == lane
+        waiter[at] = gpu.first_after(lane, arr[at, 3])
+    return waiter, _resolve_waits(gpu, [(0, int(a), int(b)) for a, b, _, _ in arr.tolist()])[1]
 
 
 def _record_starts(

@@ -31,17 +31,37 @@ class EdgeIndex:
     order: np.ndarray  # int64[n], topological
 
 
-def index_edges(n: int, src: np.ndarray, dst: np.ndarray) -> EdgeIndex:
+def _grouped(keys: np.ndarray, n: int, present: np.ndarray | None, first: np.ndarray | None
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the present edges by ``keys``; within a group, ``first`` edges come first."""
+    perm = None
+    if first is not None:
+        perm = np.concatenate([np.flatnonzero(first), np.flatnonzero(~first)])
+        keys = keys[perm]
+    if present is not None:
+        keys = np.where(present if perm is None else present[perm], keys, n)  # absent: an extra group
+    ptr, order = _kernels.csr(keys, n + 1)
+    order = order[: ptr[n]]
+    return ptr[: n + 1], (order if perm is None else perm[order])
+
+
+def index_edges(n: int, src: np.ndarray, dst: np.ndarray, *, present: np.ndarray | None = None,
+                first: np.ndarray | None = None) -> EdgeIndex:
     """Groups the edges of an ``n``-node graph and orders its nodes topologically.
+
+    Args:
+        present (np.ndarray | None): bool[E], edges that take part (default: all).
+        first (np.ndarray | None): bool[E], edges listed first among a node's in-edges, so
+            that they win ties in ``longest_path``.
 
     Raises:
         GraphError: the graph has a cycle.
     """
     src = np.ascontiguousarray(src, dtype=np.int64)
     dst = np.ascontiguousarray(dst, dtype=np.int64)
-    in_ptr, in_order = _kernels.csr(dst, n)
-    out_ptr, out_order = _kernels.csr(src, n)
-    order = _kernels.topological_order(n, src, dst, out_ptr, out_order)
+    in_ptr, in_order = _grouped(dst, n, present, first)
+    out_ptr, out_order = _grouped(src, n, present, None)
+    order = _kernels.topological_order(n, in_ptr, dst, out_ptr, out_order)
     if len(order) < n:
         stuck = np.setdiff1d(np.arange(n), order)
         raise GraphError(f"the execution graph has a cycle through {len(stuck)} points (first: {stuck[0]})")
@@ -60,11 +80,6 @@ def longest_path(index: EdgeIndex, weight: np.ndarray) -> tuple[np.ndarray, np.n
         through (-1 at sources). On ties the edge earlier in ``in_order`` wins.
     """
     w = np.ascontiguousarray(weight, dtype=np.int64)
-    if (w < 0).any():
-        keep = w >= 0
-        sub = index_edges(index.n, index.src[keep], index.dst[keep])
-        dist, pred = _kernels.longest_path(sub.order, sub.src, w[keep], sub.in_ptr, sub.in_order)
-        return dist, np.where(pred >= 0, np.flatnonzero(keep)[np.maximum(pred, 0)], -1)
     return _kernels.longest_path(index.order, index.src, w, index.in_ptr, index.in_order)
 
 

@@ -47,7 +47,7 @@ class PointGraph:
     node: np.ndarray  # int64: node of each point (-1 for virtual points)
     src: np.ndarray  # int64
     dst: np.ndarray  # int64
-    weight: np.ndarray  # int64, -1 = contradicted by the data (absent)
+    weight: np.ndarray  # int64, -1 = contradicted by the data (absent from ``index``)
     category: np.ndarray  # int8: index into CATEGORIES
     owner: np.ndarray  # int64: node whose time the edge is (-1: none)
     origin: np.ndarray  # int8: EdgeType of the graph edge it comes from; LANE or SOURCE
@@ -226,21 +226,16 @@ def build_point_graph(g: ExecGraph) -> PointGraph:
 
 
 def _finish(g: ExecGraph, t, src, dst, weight, cat, owner, origin, binding, contradicted) -> PointGraph:  # type: ignore[no-untyped-def]
-    """Drops contradicted edges, puts binding edges first (they win ties) and indexes the graph."""
+    """Indexes the graph without its contradicted edges, binding edges first (they win ties)."""
     n_points = len(t)
     is_binding = np.zeros(len(src), dtype=bool)
     is_binding[binding[binding >= 0]] = True
-    keep = weight >= 0
-    order = np.concatenate([np.flatnonzero(is_binding & keep), np.flatnonzero(~is_binding & keep)])
-    new_id = np.full(len(src), -1, dtype=np.int64)
-    new_id[order] = np.arange(len(order))
     node = np.full(n_points, -1, dtype=np.int64)
-    node[: 2 * len(g)] = np.repeat(np.arange(len(g)), 2)
-    src, dst = src[order], dst[order]
+    node[: 2 * len(g)] = np.arange(2 * len(g)) // 2
     edge_node = np.where(node[dst] >= 0, node[dst], node[src])
     return PointGraph(
-        t=t, node=node, src=src, dst=dst, weight=weight[order], category=cat[order],
-        owner=owner[order], origin=origin[order], rank=g.rank[np.maximum(edge_node, 0)].astype(np.int32),
-        binding=np.where(binding >= 0, new_id[np.maximum(binding, 0)], -1),
-        index=index_edges(n_points, src, dst), contradicted=int(contradicted),
+        t=t, node=node, src=src, dst=dst, weight=weight, category=cat, owner=owner, origin=origin,
+        rank=g.rank[np.maximum(edge_node, 0)].astype(np.int32), binding=binding,
+        index=index_edges(n_points, src, dst, present=weight >= 0, first=is_binding),
+        contradicted=int(contradicted),
     )

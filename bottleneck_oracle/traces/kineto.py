@@ -320,15 +320,17 @@ def parse_kineto(doc: DecodedFile, path: Path) -> RankPart:
     """Turns a decoded Kineto file into columns, decoding its events a chunk at a time.
 
     Args:
-        doc (DecodedFile): the file with its events as raw JSON.
+        doc (DecodedFile): the file with its events as raw JSON; they are released once decoded.
         path (Path): the file, for messages.
 
     Raises:
         TraceFormatError: an event without ``ts``, with a negative duration, or of a wrong type.
     """
     base_ns = doc.baseTimeNanoseconds or 0
+    total_events = len(doc.traceEvents or [])
     cols, rows, side, interner = _decode_chunks(doc, path)
     start = _start_ns(cols, doc, rows) + base_ns
+    doc.traceEvents = None  # frees the raw JSON text: the rest works on columns
     dur = np.rint(cols["dur"] * 1000.0).astype(np.int64)
     lane, lanes = _lanes(cols, interner, side.labels)
     _fill_launch_flows(cols, interner, side.launch_flow_ends)
@@ -354,7 +356,7 @@ def parse_kineto(doc: DecodedFile, path: Path) -> RankPart:
         process_groups=tuple(ProcessGroup(g.pg_name, g.pg_desc, g.backend_config, tuple(g.ranks))
                              for g in (dist.pg_config if dist else ())),
         window_ns=window, main_pid=interner.strings[int(np.bincount(ops).argmax())] if len(ops) else None,
-        total_events=len(doc.traceEvents or []), zero_duration=int((dur == 0).sum()),
+        total_events=total_events, zero_duration=int((dur == 0).sum()),
     )
 
 

@@ -105,6 +105,7 @@ def _parse_file(item: tuple[Path, bool]) -> Parsed:
     path, named = item
     raw = _read_bytes(path)
     doc = _decode(path, raw)
+    del raw  # the events keep the buffer alive only until parse_kineto has decoded them
     if doc.traceEvents is not None:
         return parse_kineto(doc, path)
     if doc.nodes is not None:

@@ -64,9 +64,15 @@ def test_p2p_nodes_are_two_member_sendrecv_only() -> None:
 def test_gpu_busy_counts_compute_not_waiting_communication() -> None:
     a, _ = synth_case("gpt2-small", dp=2)
     g = a.graph
-    busy, kernels = gpu_busy_ns(g, 0)
-    row = 0
-    wall = int(g.steps.end_ns[row] - g.steps.start_ns[row])
-    assert 0.8 * wall < busy <= wall
-    assert len(kernels) > 100 and (kernels > 0).all()
-    assert np.median(kernels) > 1000
+    busy = gpu_busy_ns(g)
+    walls = g.steps.end_ns - g.steps.start_ns
+    assert ((busy > 0.8 * walls) & (busy <= walls)).all()  # a healthy GPU-bound step
+
+
+def test_gpu_busy_of_a_bubbled_stage_drops_by_the_bubble() -> None:
+    a, manifest = synth_case("tiny", pp=2, microbatches=4, inject="pipeline_bubble@3=20ms")
+    g = a.graph
+    idle = (g.steps.end_ns - g.steps.start_ns) - gpu_busy_ns(g)
+    row = int(np.flatnonzero((g.steps.step == 3) & (g.steps.rank == 1))[0])
+    others = np.flatnonzero((g.steps.step != 3) & (g.steps.rank == 1))
+    assert (idle[row] - np.median(idle[others])) / 1e6 == pytest.approx(manifest.ground_truth[0].injected_ms, rel=0.1)
