@@ -166,8 +166,17 @@ class _Side:
         self.launch_flow_ends: dict[tuple[str, str, float], int] = {}
         self.marks: list[float] = []
 
-    def collect(self, events: list[Event]) -> None:
+    def collect_launch_flows(self, events: list[Event]) -> None:
+        """ac2g flow ends, for GPU events written without a correlation arg (rare: read only then)."""
         for e in events:
+            if e.ph == "f" and e.cat in _LAUNCH_FLOW_CATS and e.id is not None and e.ts is not None:
+                self.launch_flow_ends[(str(e.pid), str(e.tid), e.ts)] = _to_int(e.id)
+
+    def collect(self, events: list[Event]) -> None:
+        # ops, launch flows and memory instants are the bulk: only a few events matter here
+        keep = [e for e in events if e.ph == "M" or e.cat == "fwdbwd" or e.cat == "Trace"
+                or (e.cat is None and e.ph in ("i", "I"))]
+        for e in keep:
             ph = e.ph
             if ph == "X":
                 if e.cat == "Trace" and e.ts is not None:
@@ -179,10 +188,7 @@ class _Side:
                     if key not in self.labels or not e.args.label.endswith(_GENERIC_THREAD_NAMES):
                         self.labels[key] = e.args.label
             elif ph in ("s", "f") and e.id is not None and e.ts is not None:
-                if e.cat == "fwdbwd":
-                    self.fwdbwd.append((_to_int(e.id), ph == "s", str(e.pid), str(e.tid), e.ts))
-                elif ph == "f" and e.cat in _LAUNCH_FLOW_CATS:
-                    self.launch_flow_ends[(str(e.pid), str(e.tid), e.ts)] = _to_int(e.id)
+                self.fwdbwd.append((_to_int(e.id), ph == "s", str(e.pid), str(e.tid), e.ts))
             elif ph in ("i", "I") and e.ts is not None and e.name and (
                 e.name.startswith("Iteration Start") or e.name == "Record Window End"
             ):
@@ -212,24 +218,23 @@ def _chunk_columns(xs: list[Event], interner: _Interner) -> dict[str, np.ndarray
     col["coll_name"] = interner.column([a.coll_name for a in args])
     col["pg_name"] = interner.column([a.pg_name or (str(_to_int(a.pg_id)) if a.pg_id != -1 else "") for a in args])
     col["dtype"] = interner.column([a.dtype for a in args])
-    col["kind"] = np.array([_KIND_BY_CAT[e.cat.lower()] for e in xs], dtype=np.int8)  # type: ignore[union-attr]
+    kind_of = {c: _KIND_BY_CAT[c.lower()] for c in {e.cat for e in xs}}  # type: ignore[union-attr]
+    col["kind"] = np.array([kind_of[e.cat] for e in xs], dtype=np.int8)
     col["pid"] = interner.column([str(e.pid) for e in xs])
     col["tid"] = interner.column([str(e.tid) for e in xs])
-    col["ts"] = np.array([e.ts for e in xs], dtype=np.float64)  # µs ints < 2**53 stay exact
+    col["ts"] = np.array([e.ts for e in xs], dtype=np.float64)  # µs ints < 2**53 stay exact; None → nan
     col["is_int_ts"] = np.array([type(e.ts) is int for e in xs], dtype=bool)
     col["dur"] = np.array([0 if e.dur is None else e.dur for e in xs], dtype=np.float64)
     return col
 
 
-def _check(path: Path, events: list[Event], idx: list[int], offset: int) -> None:
-    for i in idx:
-        e = events[i]
-        if e.ts is None:
-            raise TraceFormatError(f"{path.name}: event {offset + i} ('{e.name}') has no 'ts'")
-        if e.dur is not None and e.dur < 0:
-            raise TraceFormatError(
-                f"{path.name}: event {offset + i} ('{e.name}') has negative duration {e.dur:g} µs"
-            )
+def _check(path: Path, events: list[Event], idx: list[int], offset: int, col: dict[str, np.ndarray]) -> None:
+    """Every complete event needs a ``ts`` and a duration >= 0 (checked on the chunk's columns)."""
+    bad = np.flatnonzero(np.isnan(col["ts"]) | (col["dur"] < 0))
+    if len(bad):
+        e = events[idx[bad[0]]]
+        what = "has no 'ts'" if e.ts is None else f"has negative duration {e.dur:g} µs"
+        raise TraceFormatError(f"{path.name}: event {offset + idx[bad[0]]} ('{e.name}') {what}")
 
 
 def _decode_chunks(doc: DecodedFile, path: Path) -> tuple[dict[str, np.ndarray], np.ndarray, _Side, _Interner]:
@@ -242,9 +247,13 @@ def _decode_chunks(doc: DecodedFile, path: Path) -> tuple[dict[str, np.ndarray],
         except msgspec.ValidationError as e:
             raise TraceFormatError(f"{path.name}: unexpected JSON content in events {lo}+: {e}") from e
         side.collect(events)
-        idx = [i for i, e in enumerate(events) if e.ph == "X" and (e.cat or "").lower() in _KIND_BY_CAT]
-        _check(path, events, idx, lo)
+        cats = {c for c in {e.cat for e in events} if c and c.lower() in _KIND_BY_CAT}  # few distinct
+        idx = [i for i, e in enumerate(events) if e.ph == "X" and e.cat in cats]
         parts.append(_chunk_columns([events[i] for i in idx], interner))
+        _check(path, events, idx, lo, parts[-1])
+        gpu = np.isin(parts[-1]["kind"], (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET))
+        if (gpu & (parts[-1]["correlation"] < 0)).any():
+            side.collect_launch_flows(events)
         rows.append(np.array(idx, dtype=np.int64) + lo)
         del events
     if not parts:
