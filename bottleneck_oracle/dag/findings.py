@@ -47,4 +47,17 @@ def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[in
     best: dict[tuple[Bottleneck, int | None, tuple[int, ...]], Finding] = {}
     for f in sorted(found, key=lambda f: -f.impact_ms):  # one finding per kind, step and ranks
         best.setdefault((f.category, f.step, f.ranks), f)
-    return list(best.values())
+    return sorted(best.values(), key=_rank_key(list(best.values())))
+
+
+def _rank_key(findings: list[Finding]):  # type: ignore[no-untyped-def]
+    """Largest impact first, but a late rank comes right after what made it late (its own finding)."""
+    cause = {}
+    for f in findings:
+        if f.category != Bottleneck.STRAGGLER_RANK:
+            key = (f.step, f.ranks)
+            cause[key] = max(cause.get(key, 0.0), f.impact_ms)
+    def key(f: Finding) -> tuple[float, int]:
+        explained = f.category == Bottleneck.STRAGGLER_RANK and (f.step, f.ranks) in cause
+        return (-(cause[(f.step, f.ranks)] if explained else f.impact_ms), int(explained))
+    return key
