@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from bottleneck_oracle.dag.critical_path import StepReport
@@ -50,13 +52,14 @@ def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[in
     return sorted(best.values(), key=_rank_key(list(best.values())))
 
 
-def _rank_key(findings: list[Finding]):  # type: ignore[no-untyped-def]
+def _rank_key(findings: list[Finding]) -> Callable[[Finding], tuple[float, int]]:
     """Largest impact first, but a late rank comes right after what made it late (its own finding)."""
-    cause = {}
+    cause: dict[tuple[int | None, tuple[int, ...]], float] = {}
     for f in findings:
         if f.category != Bottleneck.STRAGGLER_RANK:
-            key = (f.step, f.ranks)
-            cause[key] = max(cause.get(key, 0.0), f.impact_ms)
+            where = (f.step, f.ranks)
+            cause[where] = max(cause.get(where, 0.0), f.impact_ms)
+
     def key(f: Finding) -> tuple[float, int]:
         explained = f.category == Bottleneck.STRAGGLER_RANK and (f.step, f.ranks) in cause
         return (-(cause[(f.step, f.ranks)] if explained else f.impact_ms), int(explained))

@@ -36,3 +36,13 @@ def test_injected_bottleneck_is_found(inject: str, job: dict, where: tuple | Non
         assert (f.step, f.ranks) == where
     assert f.impact_ms == pytest.approx(truth.injected_ms, rel=0.35)
     assert {s.step for s in a.slow_steps} >= {truth.step}
+
+
+@pytest.mark.parametrize("inject", ["straggler_rank@3:1=40ms", "dataloader_stall@3:1=40ms", "host_sync@3:1=20ms"])
+def test_late_rank_is_listed_right_after_what_made_it_late(inject: str) -> None:
+    a, manifest = synth_case(inject=inject, **DP2)
+    cause, late = a.findings[:2]
+    assert (late.category.value, late.step, late.ranks) == ("straggler_rank", 3, (1,))
+    assert cause.category.value != "straggler_rank"
+    assert (cause.step, cause.ranks) == (3, (1,))
+    assert cause.impact_ms == pytest.approx(late.impact_ms, rel=0.1)
