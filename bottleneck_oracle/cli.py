@@ -139,22 +139,34 @@ def capture_command(
         help="Pipeline stages, trained 1F1B with send/recv; ranks = stages x data-parallel replicas.")] = 1,
     microbatches: Annotated[Optional[int], typer.Option(
         help="Micro-batches per step with --pipeline (default 4); each gets batch-size/M sequences.")] = None,
+    whatif: Annotated[Optional[list[str]], typer.Option(
+        help="Re-capture with one change, repeatable: remove_injection[=I], microbatches[=K], "
+             "data_parallel=D; true step times go to whatif.json.")] = None,
 ) -> None:
     """Train a small GPT with DDP (or pipeline stages) under torch.profiler and write one trace per rank."""
     from bottleneck_oracle.traces.capture import CaptureConfig, capture, parse_injection
+    from bottleneck_oracle.traces.capture_whatif import apply_capture_edit, capture_whatif
+    from bottleneck_oracle.traces.synth.whatif import parse_edit
 
     config = CaptureConfig(ranks=ranks, steps=steps, layers=layers, d_model=d_model, seq_len=seq_len,
                            batch_size=batch_size, seed=seed, pipeline=pipeline,
                            microbatches=microbatches if microbatches is not None else (4 if pipeline > 1 else 1),
                            injections=tuple(parse_injection(t) for t in inject or ()))
-    with Console(stderr=True).status(f"training {ranks} rank(s) for {steps} steps under the profiler..."):
-        manifest = capture(out_dir, config)
+    edits = [parse_edit(text) for text in whatif or ()]
+    for edit in edits:
+        apply_capture_edit(config, edit)  # refuse a bad edit before training anything
+    with Console(stderr=True).status(f"training {ranks} rank(s) for {steps} steps under the profiler"
+                                     + (f", then {len(edits)} re-capture(s)..." if edits else "...")):
+        results = capture_whatif(out_dir, config, edits) if edits else []
+        manifest = results[0].baseline if results else capture(out_dir, config)
     console = Console()
     console.print(f"wrote {len(manifest.traces)} trace(s) and manifest.json to {out_dir} "
                   f"in {manifest.capture_s:.1f} s")
     for truth in manifest.ground_truth:
         console.print(f"  injected {truth.category} at step {truth.step} on rank(s) "
                       f"{','.join(map(str, truth.ranks))}: {truth.size:g} {truth.unit}")
+    for text, result in zip(whatif or (), results):
+        console.print(f"  what if {text}: {result.speedup():.2f}x the speed (traces in {out_dir / result.folder})")
 
 
 def _print_json(data: object) -> None:
@@ -287,20 +299,34 @@ def synth_command(
     seed: Annotated[int, typer.Option(help="Seed of the kernel-time noise.")] = 0,
     inject: Annotated[Optional[list[str]], typer.Option(
         help="CATEGORY@STEP[:RANK,...][=SIZE], repeatable; any category of the bottleneck vocabulary.")] = None,
+    whatif: Annotated[Optional[list[str]], typer.Option(
+        help="Re-simulate with one change, repeatable: collective_faster:KIND[=K], kernel_faster:CLASS[=K], "
+             "microbatches[=K], data_parallel=D, remove_injection[=I]; true step times go to whatif.json.")] = None,
 ) -> None:
     """Generate the traces of a simulated GPU-cluster LLM training job, with ground truth."""
     from bottleneck_oracle.traces.injection import parse_injection
-    from bottleneck_oracle.traces.synth import SynthConfig, synthesize
+    from bottleneck_oracle.traces.synth import SynthConfig, parse_edit, synthesize
+    from bottleneck_oracle.traces.synth import whatif as simulate_whatif
+    from bottleneck_oracle.traces.synth.whatif import apply_edit, whatif_to_json
 
     config = SynthConfig(model=model, hardware=hardware, dp=dp, tp=tp, pp=pp, microbatches=microbatches,
                          steps=steps, seed=seed, injections=tuple(parse_injection(t) for t in inject or ()))
+    edits = [parse_edit(text) for text in whatif or ()]
+    for edit in edits:
+        apply_edit(config, edit)  # refuse a bad edit before simulating anything
     with Console(stderr=True).status(f"simulating {config.ranks} rank(s) for {steps} steps..."):
         manifest = synthesize(out_dir, config, workers=Settings.from_env().workers)
+        results = [simulate_whatif(config, edit) for edit in edits]
+    if results:
+        entries = [whatif_to_json(result) for result in results]
+        (out_dir / "whatif.json").write_text(orjson.dumps({"edits": entries}).decode() + "\n")
     console = Console()
     console.print(f"wrote {len(manifest.traces)} trace(s), {manifest.events:,} events, and manifest.json to {out_dir}")
     for truth in manifest.ground_truth:
         console.print(f"  injected {truth.category} at step {truth.step} on rank(s) "
                       f"{','.join(map(str, truth.ranks))}: {truth.size:g} {truth.unit} (+{truth.injected_ms:.1f} ms)")
+    for text, result in zip(whatif or (), results):
+        console.print(f"  what if {text}: {result.speedup():.2f}x the speed (true step times in whatif.json)")
 
 
 @dataset_app.command("build")

@@ -107,11 +107,11 @@ def test_cli_flag_set_is_frozen() -> None:
     flags = {name: sorted(p.name for p in cmd.params) for name, cmd in group.commands.items()}  # type: ignore[attr-defined]
     assert flags["analyze"] == ["as_json", "overlay", "partial", "paths", "rank", "step"]
     assert flags["capture"] == ["batch_size", "d_model", "inject", "layers", "microbatches", "out_dir",
-                                "pipeline", "ranks", "seed", "seq_len", "steps"]
+                                "pipeline", "ranks", "seed", "seq_len", "steps", "whatif"]
     assert flags["ingest"] == ["as_json", "detail", "hops", "partial", "paths"]
     assert flags["traces"] == ["as_json"]
     assert flags["synth"] == ["dp", "hardware", "inject", "microbatches", "model", "out_dir", "pp", "seed",
-                              "steps", "tp"]
+                              "steps", "tp", "whatif"]
     dataset = group.commands["dataset"].commands  # type: ignore[attr-defined]
     assert sorted(p.name for p in dataset["build"].params) == ["n", "out_dir", "seed"]
     db = group.commands["db"].commands  # type: ignore[attr-defined]
@@ -140,6 +140,27 @@ def test_synth_writes_a_job_the_analysis_reads(tmp_path: Path) -> None:
     assert "injected host_pause at step 3 on rank(s) 1" in out.stdout
     analysed = json.loads(_oracle("analyze", tmp_path / "job", "--json").stdout)
     assert {(f["category"], f["step"], tuple(f["ranks"])) for f in analysed["findings"]} >= {("host_pause", 3, (1,))}
+
+
+def test_synth_whatif_writes_true_step_times_of_each_edit(tmp_path: Path) -> None:
+    out = _oracle("synth", tmp_path / "job", "--model", "tiny", "--dp", "2", "--inject", "host_pause@2:1=30ms",
+                  "--whatif", "remove_injection", "--whatif", "data_parallel=4")
+    assert out.returncode == 0, out.stderr
+    assert "what if remove_injection:" in out.stdout and "what if data_parallel=4:" in out.stdout
+    removed, wider = json.loads((tmp_path / "job" / "whatif.json").read_text())["edits"]
+    assert removed["edit"]["kind"] == "remove_injection" and wider["edit"]["value"] == 4
+    stalled = {(s, r): (before, after) for s, r, before, after in removed["step_ms"]}
+    before, after = stalled[(2, 1)]
+    assert before - after == pytest.approx(30, abs=3)  # the pause is gone, nothing else changed
+    assert {r for _, r, _, _ in wider["step_ms"]} == {0, 1, 2, 3}
+    assert all(b is None for _, r, b, _ in wider["step_ms"] if r >= 2)  # those ranks exist only after
+
+
+@pytest.mark.parametrize("edit", ["faster=2", "data_parallel", "remove_injection=5"])
+def test_synth_bad_whatif_exits_2_before_writing(tmp_path: Path, edit: str) -> None:
+    out = _oracle("synth", tmp_path / "job", "--inject", "host_pause@2", "--whatif", edit)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert not (tmp_path / "job").exists()
 
 
 def test_synth_bad_injection_exits_2(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.traces.injection import Injection
-from bottleneck_oracle.traces.synth import Edit, SynthConfig, synthesize, whatif
+from bottleneck_oracle.traces.synth import Edit, SynthConfig, synthesize, whatif, whatif_to_json
 from bottleneck_oracle.vocabulary import Bottleneck
 
 __all__ = ["Sample", "plan_dataset", "build_dataset", "load_index", "SPLITS", "INDEX_NAME"]
@@ -119,13 +119,7 @@ def _edits(config: SynthConfig) -> list[Edit]:
 
 
 def _whatif_json(config: SynthConfig) -> list[dict[str, object]]:
-    out = []
-    for edit in _edits(config):
-        result = whatif(config, edit)
-        before, after = result.baseline_ms(), result.edited_ms()
-        out.append({"edit": {"kind": str(edit.kind), "target": edit.target, "factor": edit.factor},
-                    "step_ms": [[s, r, before[(s, r)], after.get((s, r))] for s, r in sorted(before)]})
-    return out
+    return [whatif_to_json(whatif(config, edit)) for edit in _edits(config)]
 
 
 def _build_one(item: tuple[Sample, Path]) -> str:

@@ -8,6 +8,7 @@ group makes every gradient all-reduce slower.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -19,7 +20,7 @@ from bottleneck_oracle.traces.synth.job import Tuning
 from bottleneck_oracle.traces.synth.model import KernelClass
 from bottleneck_oracle.traces.synth.schedule import SimResult, run
 
-__all__ = ["COLLECTIVES", "Edit", "EditKind", "WhatIfResult", "apply_edit", "whatif"]
+__all__ = ["COLLECTIVES", "Edit", "EditKind", "WhatIfResult", "apply_edit", "edit_to_json", "parse_edit", "whatif", "whatif_to_json"]
 
 COLLECTIVES = ("allreduce", "reducescatter", "allgather", "sendrecv")
 
@@ -91,6 +92,44 @@ class Edit:
     def remove_injection(cls, index: int) -> Edit:
         """Drop ``config.injections[index]``."""
         return cls(EditKind.REMOVE_INJECTION, value=index)
+
+
+_EDIT_RE = re.compile(r"(?P<kind>[a-z_]+)(?::(?P<target>[a-z]+))?(?:=(?P<number>\d+(?:\.\d+)?)x?)?")
+_EDIT_SYNTAX = ("KIND[:TARGET][=NUMBER], e.g. collective_faster:allreduce=2, kernel_faster:gemm=2, "
+                "microbatches=2, data_parallel=4, remove_injection=0")
+
+
+def parse_edit(text: str) -> Edit:
+    """Parse an edit as given on the command line: ``KIND[:TARGET][=NUMBER]``.
+
+    NUMBER is the speed-up or micro-batch multiplier (default 2), the new data-parallel degree
+    (required), or the index of the injection to remove (default 0).
+
+    Raises:
+        ConfigError: bad syntax, an unknown kind or target, or a missing data-parallel degree.
+    """
+    match = _EDIT_RE.fullmatch(text.strip())
+    if match is None:
+        raise ConfigError(f"edit {text!r}: expected {_EDIT_SYNTAX}")
+    try:
+        kind = EditKind(match["kind"])
+    except ValueError:
+        raise ConfigError(f"edit {text!r}: unknown kind {match['kind']!r}; "
+                          f"use one of {', '.join(EditKind)}") from None
+    number = match["number"]
+    if kind in (EditKind.DATA_PARALLEL, EditKind.REMOVE_INJECTION):
+        if kind == EditKind.DATA_PARALLEL and number is None:
+            raise ConfigError(f"edit {text!r}: give the new degree, e.g. data_parallel=4")
+        if number is not None and "." in number:
+            raise ConfigError(f"edit {text!r}: {kind} takes a whole number")
+        return Edit(kind, value=int(number or 0))
+    return Edit(kind, target=match["target"] or "", factor=float(number or 2.0))
+
+
+def edit_to_json(edit: Edit) -> dict[str, object]:
+    """The edit as JSON-ready data, as ``whatif.json`` files hold it."""
+    return {"kind": str(edit.kind), "target": edit.target, "factor": edit.factor, "value": edit.value,
+            "keep_global_batch": edit.keep_global_batch}
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,3 +209,11 @@ def whatif(config: SynthConfig, edit: Edit) -> WhatIfResult:
     baseline = run(config)[0]
     edited = run(edited_config, tuning)[0]
     return WhatIfResult(edit, baseline, edited)
+
+
+def whatif_to_json(result: WhatIfResult) -> dict[str, object]:
+    """One entry of a ``whatif.json``: the edit, the job's speed-up and ``[step, rank, before_ms,
+    after_ms]`` rows (a time is null where a rank exists on one side only)."""
+    before, after = result.baseline_ms(), result.edited_ms()
+    return {"edit": edit_to_json(result.edit), "speedup": round(result.speedup(), 4),
+            "step_ms": [[s, r, before.get((s, r)), after.get((s, r))] for s, r in sorted(before.keys() | after.keys())]}

@@ -9,7 +9,7 @@ from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.traces.injection import parse_injection
 from bottleneck_oracle.traces.synth.config import SynthConfig
 from bottleneck_oracle.traces.synth.schedule import simulate
-from bottleneck_oracle.traces.synth.whatif import Edit, EditKind, apply_edit, whatif
+from bottleneck_oracle.traces.synth.whatif import Edit, EditKind, apply_edit, edit_to_json, parse_edit, whatif
 
 JOB = SynthConfig(model="1b", dp=4, tp=2, microbatches=2, steps=3)
 PIPELINE = SynthConfig(model="gpt2-small", dp=2, pp=2, microbatches=4, steps=3)
@@ -73,3 +73,30 @@ def test_edit_records_validate_themselves() -> None:
     with pytest.raises(ConfigError, match="integer >= 2"):
         Edit(EditKind.MICROBATCHES, factor=1.5)
     assert Edit("collective_faster", target="allreduce").kind == EditKind.COLLECTIVE_FASTER
+
+
+@pytest.mark.parametrize("text,edit", [
+    ("collective_faster:allreduce=3", Edit.collective_faster("allreduce", 3.0)),
+    ("kernel_faster:gemm", Edit.kernel_faster("gemm", 2.0)),
+    ("kernel_faster:attention=1.5x", Edit.kernel_faster("attention", 1.5)),
+    ("microbatches=4", Edit.more_microbatches(4)),
+    ("data_parallel=8", Edit.data_parallel(8)),
+    ("remove_injection", Edit.remove_injection(0)),
+    (" remove_injection=2 ", Edit.remove_injection(2)),
+])
+def test_parse_edit(text: str, edit: Edit) -> None:
+    assert parse_edit(text) == edit
+    assert edit_to_json(parse_edit(text))["kind"] == str(edit.kind)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("faster=2", "unknown kind 'faster'"),
+    ("collective_faster:alltoallv=2", "unknown collective 'alltoallv'"),
+    ("data_parallel", "give the new degree"),
+    ("data_parallel=2.5", "whole number"),
+    ("microbatches=1", "integer >= 2"),
+    ("kernel_faster:gemm=-2", "expected KIND[:TARGET][=NUMBER]"),
+])
+def test_parse_edit_rejects(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        parse_edit(text)
