@@ -291,7 +291,9 @@ def synth_command(
     out_dir: Annotated[Path, typer.Argument(help="Folder for rank{r}.pt.trace.json.gz and manifest.json.")],
     model: Annotated[str, typer.Option(help="tiny, gpt2-small, 1b, 7b or 13b.")] = "tiny",
     hardware: Annotated[str, typer.Option(help="A100, H100 or H200.")] = "H100",
-    dp: Annotated[int, typer.Option(help="Data-parallel degree.")] = 1,
+    ranks: Annotated[Optional[int], typer.Option(
+        help="Ranks (GPUs); sets the data-parallel degree to RANKS / (tp x pp) when --dp is not given.")] = None,
+    dp: Annotated[Optional[int], typer.Option(help="Data-parallel degree (default 1, or from --ranks).")] = None,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option(help="Pipeline stages (1F1B).")] = 1,
     microbatches: Annotated[int, typer.Option(help="Micro-batches per step.")] = 1,
@@ -309,6 +311,7 @@ def synth_command(
     from bottleneck_oracle.traces.synth import whatif as simulate_whatif
     from bottleneck_oracle.traces.synth.whatif import apply_edit, whatif_to_json
 
+    dp = _data_parallel(ranks, dp, tp, pp)
     config = SynthConfig(model=model, hardware=hardware, dp=dp, tp=tp, pp=pp, microbatches=microbatches,
                          steps=steps, seed=seed, injections=tuple(parse_injection(t) for t in inject or ()))
     edits = [parse_edit(text) for text in whatif or ()]
@@ -327,6 +330,17 @@ def synth_command(
                       f"{','.join(map(str, truth.ranks))}: {truth.size:g} {truth.unit} (+{truth.injected_ms:.1f} ms)")
     for text, result in zip(whatif or (), results):
         console.print(f"  what if {text}: {result.speedup():.2f}x the speed (true step times in whatif.json)")
+
+
+def _data_parallel(ranks: int | None, dp: int | None, tp: int, pp: int) -> int:
+    """The data-parallel degree from --dp, or from --ranks over tp x pp; both must agree."""
+    if ranks is None:
+        return 1 if dp is None else dp
+    if ranks < 1 or ranks % (tp * pp):
+        raise ConfigError(f"--ranks {ranks} is not a multiple of tp x pp = {tp * pp}")
+    if dp is not None and dp * tp * pp != ranks:
+        raise ConfigError(f"--ranks {ranks} does not equal dp x tp x pp = {dp * tp * pp}")
+    return ranks // (tp * pp)
 
 
 @dataset_app.command("build")

@@ -110,8 +110,8 @@ def test_cli_flag_set_is_frozen() -> None:
                                 "pipeline", "ranks", "seed", "seq_len", "steps", "whatif"]
     assert flags["ingest"] == ["as_json", "detail", "hops", "partial", "paths"]
     assert flags["traces"] == ["as_json"]
-    assert flags["synth"] == ["dp", "hardware", "inject", "microbatches", "model", "out_dir", "pp", "seed",
-                              "steps", "tp", "whatif"]
+    assert flags["synth"] == ["dp", "hardware", "inject", "microbatches", "model", "out_dir", "pp", "ranks",
+                              "seed", "steps", "tp", "whatif"]
     dataset = group.commands["dataset"].commands  # type: ignore[attr-defined]
     assert sorted(p.name for p in dataset["build"].params) == ["n", "out_dir", "seed"]
     db = group.commands["db"].commands  # type: ignore[attr-defined]
@@ -161,6 +161,20 @@ def test_synth_bad_whatif_exits_2_before_writing(tmp_path: Path, edit: str) -> N
     out = _oracle("synth", tmp_path / "job", "--inject", "host_pause@2", "--whatif", edit)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert not (tmp_path / "job").exists()
+
+
+def test_synth_ranks_sets_the_data_parallel_degree(tmp_path: Path) -> None:
+    out = _oracle("synth", tmp_path / "job", "--ranks", "4", "--tp", "2", "--steps", "2")
+    assert out.returncode == 0, out.stderr
+    manifest = json.loads((tmp_path / "job" / "manifest.json").read_text())
+    assert (manifest["config"]["dp"], manifest["config"]["tp"]) == (2, 2)
+    assert sorted(p.name for p in (tmp_path / "job").glob("rank*.json.gz"))[-1].startswith("rank3.")
+
+
+@pytest.mark.parametrize("args", [["--ranks", "6", "--tp", "4"], ["--ranks", "4", "--dp", "2", "--tp", "4"]])
+def test_synth_ranks_that_do_not_fit_exit_2(tmp_path: Path, args: list[str]) -> None:
+    out = _oracle("synth", tmp_path / "job", *args)
+    assert out.returncode == 2 and "--ranks" in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
 def test_synth_bad_injection_exits_2(tmp_path: Path) -> None:
