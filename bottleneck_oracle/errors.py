@@ -4,7 +4,13 @@ from __future__ import annotations
 
 __all__ = [
     "OracleError", "TraceFormatError", "ConfigError", "GraphError", "CaptureError", "GraphStoreError", "QueryError",
+    "one_line",
 ]
+
+
+def one_line(error: object) -> str:
+    """An error text on one line (drivers and servers put newlines in theirs)."""
+    return " ".join(str(error).split())
 
 
 class OracleError(Exception):

@@ -19,8 +19,8 @@ import redis.backoff
 import redis.exceptions
 import redis.retry
 
-from bottleneck_oracle.errors import GraphStoreError, QueryError
-from bottleneck_oracle.graphdb.queries import Mode, Query, get_query, schema_statements
+from bottleneck_oracle.errors import GraphStoreError, QueryError, one_line
+from bottleneck_oracle.graphdb.queries import Mode, Query, prepare, schema_statements
 from bottleneck_oracle.graphdb.schema import KEYS
 from bottleneck_oracle.graphdb.types import Backend, Capability, Row, WriteResult
 
@@ -31,11 +31,6 @@ _BASE_CAPABILITIES = frozenset({Capability.VECTOR_SEARCH, Capability.UNIQUE_CONS
 _ALREADY = ("already indexed", "already exists", "already exist")
 _NO_GRAPH = "empty key"  # a read of a graph nothing was written to yet
 
-
-
-def _one_line(error: object) -> str:
-    """An error text on one line (drivers put newlines in theirs)."""
-    return " ".join(str(error).split())
 
 def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -90,12 +85,6 @@ def _header(params: Mapping[str, Any]) -> str:
     return "CYPHER " + " ".join(f"{name}={cypher_literal(value)}" for name, value in params.items()) + " "
 
 
-def _check_params(query: Query, params: Mapping[str, Any]) -> None:
-    missing = [p for p in query.params if p not in params]
-    if missing:
-        raise QueryError(f"query {query.name!r} needs parameter(s) {', '.join(missing)}")
-
-
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -135,11 +124,11 @@ class FalkorStore:
                                        retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0))
             client.connection.execute_command("GRAPH.LIST")
         except redis.exceptions.AuthenticationError as e:
-            raise GraphStoreError(f"FalkorDB at {address} refused the password ({_one_line(e)})") from e
+            raise GraphStoreError(f"FalkorDB at {address} refused the password ({one_line(e)})") from e
         except redis.exceptions.ResponseError as e:
-            raise GraphStoreError(f"the server at {address} does not run FalkorDB ({_one_line(e)})") from e
+            raise GraphStoreError(f"the server at {address} does not run FalkorDB ({one_line(e)})") from e
         except redis.exceptions.RedisError as e:
-            raise GraphStoreError(f"FalkorDB at {address} is not reachable ({_one_line(e)}): {hint}") from e
+            raise GraphStoreError(f"FalkorDB at {address} is not reachable ({one_line(e)}): {hint}") from e
         return cls(client, graph, address, hint, is_managed)
 
     def __enter__(self) -> FalkorStore:
@@ -154,16 +143,15 @@ class FalkorStore:
         self._client.connection.close()
 
     def _run(self, query: Query, params: Mapping[str, Any], read_only: bool) -> Any:
-        _check_params(query, params)
         text = _header(params) + query.text
         try:
             return self._graph.ro_query(text) if read_only else self._graph.query(text)
         except redis.exceptions.BusyLoadingError as e:
             raise GraphStoreError(f"FalkorDB at {self.address} is still loading its data: retry in a moment") from e
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as e:
-            raise GraphStoreError(f"FalkorDB at {self.address} is not reachable ({_one_line(e)}): {self.hint}") from e
+            raise GraphStoreError(f"FalkorDB at {self.address} is not reachable ({one_line(e)}): {self.hint}") from e
         except redis.exceptions.ResponseError as e:
-            raise QueryError(f"query {query.name!r} failed on FalkorDB: {_one_line(e)}") from e
+            raise QueryError(f"query {query.name!r} failed on FalkorDB: {one_line(e)}") from e
 
     def read(self, query: Query | str, params: Mapping[str, Any] | None = None) -> list[Row]:
         """Runs a read query of the library on the read-only path (``GRAPH.RO_QUERY``).
@@ -172,11 +160,10 @@ class FalkorStore:
             QueryError: the query writes, misses a parameter, or the server rejects it.
             GraphStoreError: the server is down.
         """
-        query = get_query(query, self.backend) if isinstance(query, str) else query
-        if query.mode is not Mode.READ:
-            raise QueryError(f"query {query.name!r} writes: the read-only path refuses it")
+        params = params or {}
+        query = prepare(query, self.backend, Mode.READ, params)
         try:
-            result = self._run(query, params or {}, read_only=True)
+            result = self._run(query, params, read_only=True)
         except QueryError as e:
             if _NO_GRAPH in str(e) and not self._client.connection.exists(self.graph_name):
                 return []
@@ -191,10 +178,9 @@ class FalkorStore:
             QueryError: the query is a read query, misses a parameter, or the server rejects it.
             GraphStoreError: the server is down.
         """
-        query = get_query(query, self.backend) if isinstance(query, str) else query
-        if query.mode is not Mode.WRITE:
-            raise QueryError(f"query {query.name!r} only reads: run it with read()")
-        result = self._run(query, params or {}, read_only=False)
+        params = params or {}
+        query = prepare(query, self.backend, Mode.WRITE, params)
+        result = self._run(query, params, read_only=False)
         columns = [_text(h[1]) for h in result.header]
         return WriteResult(
             nodes_created=int(result.nodes_created), relationships_created=int(result.relationships_created),
@@ -209,9 +195,9 @@ class FalkorStore:
                 self._graph.query(statement)
             except redis.exceptions.ResponseError as e:
                 if not any(a in str(e) for a in _ALREADY):
-                    raise QueryError(f"schema statement failed on FalkorDB: {statement}: {_one_line(e)}") from e
+                    raise QueryError(f"schema statement failed on FalkorDB: {statement}: {one_line(e)}") from e
             except redis.exceptions.ConnectionError as e:
-                raise GraphStoreError(f"FalkorDB at {self.address} is not reachable ({_one_line(e)}): "
+                raise GraphStoreError(f"FalkorDB at {self.address} is not reachable ({one_line(e)}): "
                                       f"{self.hint}") from e
         for key in KEYS:
             try:
@@ -221,4 +207,4 @@ class FalkorStore:
             except redis.exceptions.ResponseError as e:
                 if not any(a in str(e) for a in _ALREADY):
                     raise QueryError(f"unique constraint on {key.label}.{key.prop} failed on FalkorDB: "
-                                     f"{_one_line(e)}") from e
+                                     f"{one_line(e)}") from e

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from bottleneck_oracle.errors import ConfigError, GraphStoreError, QueryError
-from bottleneck_oracle.graphdb.queries import Mode, Query, get_query, schema_statements
+from bottleneck_oracle.errors import ConfigError, GraphStoreError, QueryError, one_line
+from bottleneck_oracle.graphdb.queries import Mode, Query, prepare, schema_statements
 from bottleneck_oracle.graphdb.types import Backend, Capability, Row, WriteResult
 
 if TYPE_CHECKING:
@@ -25,19 +25,8 @@ _CAPABILITIES = frozenset({Capability.VECTOR_SEARCH, Capability.UNIQUE_CONSTRAIN
                            Capability.READ_ONLY_ENFORCED, Capability.MULTI_STATEMENT_TRANSACTIONS})
 
 
-
-def _one_line(error: object) -> str:
-    """An error text on one line (drivers put newlines in theirs)."""
-    return " ".join(str(error).split())
-
-
 def _unreachable(uri: str, error: BaseException) -> GraphStoreError:
-    return GraphStoreError(f"Neo4j at {uri} is not reachable ({_one_line(error)}): check ORACLE_GRAPH_URL")
-
-def _check_params(query: Query, params: Mapping[str, Any]) -> None:
-    missing = [p for p in query.params if p not in params]
-    if missing:
-        raise QueryError(f"query {query.name!r} needs parameter(s) {', '.join(missing)}")
+    return GraphStoreError(f"Neo4j at {uri} is not reachable ({one_line(error)}): check ORACLE_GRAPH_URL")
 
 
 class Neo4jStore:
@@ -97,7 +86,6 @@ class Neo4jStore:
         import neo4j
         import neo4j.exceptions
 
-        _check_params(query, params)
         try:
             return self._driver.execute_query(
                 query.text, dict(params), database_=self.database,
@@ -105,7 +93,7 @@ class Neo4jStore:
         except (neo4j.exceptions.ServiceUnavailable, neo4j.exceptions.SessionExpired, OSError) as e:
             raise _unreachable(self.uri, e) from e
         except neo4j.exceptions.Neo4jError as e:
-            raise QueryError(f"query {query.name!r} failed on Neo4j: {e.code}: {_one_line(e.message)}") from e
+            raise QueryError(f"query {query.name!r} failed on Neo4j: {e.code}: {one_line(e.message)}") from e
 
     def read(self, query: Query | str, params: Mapping[str, Any] | None = None) -> list[Row]:
         """Runs a read query of the library in a read transaction.
@@ -114,10 +102,9 @@ class Neo4jStore:
             QueryError: the query writes, misses a parameter, or the server rejects it.
             GraphStoreError: the server is down.
         """
-        query = get_query(query, self.backend) if isinstance(query, str) else query
-        if query.mode is not Mode.READ:
-            raise QueryError(f"query {query.name!r} writes: the read-only path refuses it")
-        result = self._run(query, params or {}, read_only=True)
+        params = params or {}
+        query = prepare(query, self.backend, Mode.READ, params)
+        result = self._run(query, params, read_only=True)
         return [record.data() for record in result.records]
 
     def write(self, query: Query | str, params: Mapping[str, Any] | None = None) -> WriteResult:
@@ -127,10 +114,9 @@ class Neo4jStore:
             QueryError: the query is a read query, misses a parameter, or the server rejects it.
             GraphStoreError: the server is down.
         """
-        query = get_query(query, self.backend) if isinstance(query, str) else query
-        if query.mode is not Mode.WRITE:
-            raise QueryError(f"query {query.name!r} only reads: run it with read()")
-        result = self._run(query, params or {}, read_only=False)
+        params = params or {}
+        query = prepare(query, self.backend, Mode.WRITE, params)
+        result = self._run(query, params, read_only=False)
         counters = result.summary.counters
         return WriteResult(
             nodes_created=counters.nodes_created, relationships_created=counters.relationships_created,
@@ -149,4 +135,4 @@ class Neo4jStore:
                 raise _unreachable(self.uri, e) from e
             except neo4j.exceptions.Neo4jError as e:
                 raise QueryError(f"schema statement failed on Neo4j: {statement}: {e.code}: "
-                                 f"{_one_line(e.message)}") from e
+                                 f"{one_line(e.message)}") from e

@@ -11,10 +11,12 @@ here from ``graphdb/schema.py``. No other module holds Cypher.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from bottleneck_oracle.errors import QueryError
 from bottleneck_oracle.graphdb.schema import INDEXES, KEYS, REL_INDEXES, TRACE_SCOPED, VECTOR_INDEXES, Label, Rel
@@ -22,7 +24,7 @@ from bottleneck_oracle.graphdb.types import Backend
 
 __all__ = [
     "Mode", "Query", "get_query", "all_queries", "edge_query", "delete_query", "subgraph_query",
-    "schema_statements", "has_write_clause", "MAX_HOPS",
+    "schema_statements", "has_write_clause", "prepare", "MAX_HOPS",
 ]
 
 QUERY_DIR = Path(__file__).resolve().parent / "queries"
@@ -141,6 +143,23 @@ def get_query(name: str, backend: Backend) -> Query:
     query = _lookup(name, backend)
     if query.template:
         raise QueryError(f"query {name!r} is a template: build it with its builder")
+    return query
+
+
+def prepare(query: Query | str, backend: Backend, mode: Mode, params: Mapping[str, Any]) -> Query:
+    """The library query a backend runs on its ``mode`` path, checked before it is sent.
+
+    Raises:
+        QueryError: no such query, a template, a query of the other mode (a write on the
+            read-only path), or a missing parameter.
+    """
+    query = get_query(query, backend) if isinstance(query, str) else query
+    if query.mode is not mode:
+        raise QueryError(f"query {query.name!r} writes: the read-only path refuses it" if mode is Mode.READ
+                         else f"query {query.name!r} only reads: run it with read()")
+    missing = [p for p in query.params if p not in params]
+    if missing:
+        raise QueryError(f"query {query.name!r} needs parameter(s) {', '.join(missing)}")
     return query
 
 
