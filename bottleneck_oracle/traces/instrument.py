@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack
 
 import torch
 import torch.distributed as dist
@@ -37,6 +37,7 @@ __all__ = [
     "INJECTABLE",
     "KINETO_SUFFIX",
     "LOAD_ANNOTATION",
+    "ProfilerOptions",
     "StepProfiler",
     "StepSchedule",
     "profile_training",
@@ -369,16 +370,18 @@ class StepProfiler:
         logger.info("rank %s: wrote steps %d-%d to %s", self._rank, window.start, last, kineto)
 
 
-def profile_training(
-    out_dir: Path | str,
-    *,
-    schedule: StepSchedule | None = None,
-    rank: int | None = None,
-    injections: Sequence[Injection | str] | None = None,
-    execution_trace: bool = True,
-    name: str = DEFAULT_NAME,
-    settings: Settings | None = None,
-) -> StepProfiler:
+class ProfilerOptions(TypedDict, total=False):
+    """``StepProfiler``'s keyword arguments (see its Args), for what builds one for the user."""
+
+    schedule: StepSchedule | None
+    rank: int | None
+    injections: Sequence[Injection | str] | None
+    execution_trace: bool
+    name: str
+    settings: Settings | None
+
+
+def profile_training(out_dir: Path | str, **options: Unpack[ProfilerOptions]) -> StepProfiler:
     """A ``StepProfiler`` to use as a context manager around a training loop (see its arguments).
 
     Example:
@@ -393,5 +396,4 @@ def profile_training(
     Raises:
         ConfigError: as ``StepProfiler``.
     """
-    return StepProfiler(out_dir, schedule=schedule, rank=rank, injections=injections,
-                        execution_trace=execution_trace, name=name, settings=settings)
+    return StepProfiler(out_dir, **options)

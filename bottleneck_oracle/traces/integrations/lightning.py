@@ -6,9 +6,8 @@ Needs ``lightning`` (the ``integrations`` extra); importing this module without 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 try:
     from lightning.pytorch import Callback, LightningModule, Trainer
@@ -18,9 +17,7 @@ except ImportError as error:  # the optional dependency, imported only with this
         "pip install 'bottleneck-oracle[integrations]'"
     ) from error
 
-from bottleneck_oracle.config import Settings
-from bottleneck_oracle.traces.injection import Injection
-from bottleneck_oracle.traces.instrument import DEFAULT_NAME, StepProfiler, StepSchedule
+from bottleneck_oracle.traces.instrument import ProfilerOptions, StepProfiler
 
 __all__ = ["ProfilerCallback"]
 
@@ -42,30 +39,15 @@ class ProfilerCallback(Callback):  # type: ignore[misc]
 
     Args:
         out_dir (Path): folder for the traces.
-        schedule (StepSchedule | None): when to record. (default: ``StepSchedule()``)
-        rank (int | None): rank in the file names. (default: torch.distributed's, else 0)
-        injections (Sequence[Injection | str] | None): faults to inject. (default: ``$ORACLE_INJECT``)
-        execution_trace (bool): also record execution traces. (default: ``True``)
-        name (str): file name pattern. (default: ``rank{rank}.steps{first}-{last}``)
-        settings (Settings | None): where injections come from when None. (default: environment)
+        **options: ``StepProfiler``'s keyword arguments (``schedule``, ``rank``, ``injections``,
+            ``execution_trace``, ``name``, ``settings``).
 
     Raises:
         ConfigError: as ``StepProfiler``.
     """
 
-    def __init__(
-        self,
-        out_dir: Path | str,
-        *,
-        schedule: StepSchedule | None = None,
-        rank: int | None = None,
-        injections: Sequence[Injection | str] | None = None,
-        execution_trace: bool = True,
-        name: str = DEFAULT_NAME,
-        settings: Settings | None = None,
-    ) -> None:
-        self.profiler = StepProfiler(out_dir, schedule=schedule, rank=rank, injections=injections,
-                                     execution_trace=execution_trace, name=name, settings=settings)
+    def __init__(self, out_dir: Path | str, **options: Unpack[ProfilerOptions]) -> None:
+        self.profiler = StepProfiler(out_dir, **options)
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Start recording: step 0 begins."""
