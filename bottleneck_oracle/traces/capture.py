@@ -18,9 +18,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from bottleneck_oracle.errors import ConfigError, TraceFormatError
+from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.traces.injection import DEFAULT_SIZES, UNITS, Injection
 from bottleneck_oracle.traces.injection import parse_injection as _parse_any
+from bottleneck_oracle.traces.manifest import MANIFEST_NAME, read_manifest
 from bottleneck_oracle.vocabulary import Bottleneck
 
 __all__ = [
@@ -45,7 +46,6 @@ CATEGORIES = (  # what a real capture can inject
     Bottleneck.HOST_PAUSE.value, Bottleneck.STRAGGLER_RANK.value, Bottleneck.DATALOADER_STALL.value,
     Bottleneck.SLOW_COMPUTE.value, Bottleneck.EXPOSED_COMMUNICATION.value, Bottleneck.CHECKPOINT_STALL.value,
 )
-MANIFEST_NAME = "manifest.json"
 TRACE_PATTERN = "rank{rank}.pt.trace.json.gz"
 ET_PATTERN = "rank{rank}.et.json.gz"  # beside each trace; read_trace pairs them
 _SLEEPS = frozenset({Bottleneck.HOST_PAUSE, Bottleneck.STRAGGLER_RANK, Bottleneck.DATALOADER_STALL})
@@ -278,16 +278,7 @@ def load_manifest(path: Path) -> Manifest:
     Raises:
         TraceFormatError: the file is missing, not JSON, or not a capture manifest.
     """
-    path = Path(path)
-    if path.is_dir():
-        path = path / MANIFEST_NAME
-    try:
-        return _manifest_from_json(json.loads(path.read_text()))
-    except OSError as error:
-        raise TraceFormatError(f"{path}: cannot read the manifest ({error.strerror})") from error
-    except (ValueError, KeyError, TypeError, AttributeError, ConfigError) as error:
-        reason = f"{type(error).__name__}: {error}"
-        raise TraceFormatError(f"{path}: not a capture manifest ({reason})") from error
+    return read_manifest(path, _manifest_from_json, "capture")
 
 
 def _check_out_dir(out_dir: Path, world: int) -> None:

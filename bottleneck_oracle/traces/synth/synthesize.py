@@ -14,16 +14,15 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from bottleneck_oracle.errors import ConfigError, TraceFormatError
-from bottleneck_oracle.traces.capture import GroundTruth
+from bottleneck_oracle.errors import ConfigError
+from bottleneck_oracle.traces.capture import TRACE_PATTERN, GroundTruth  # one file name for every rank trace
+from bottleneck_oracle.traces.manifest import MANIFEST_NAME, read_manifest
 from bottleneck_oracle.traces.synth.config import SynthConfig
 from bottleneck_oracle.traces.synth.kineto_writer import rank_data, render_rank
 from bottleneck_oracle.traces.synth.schedule import SimResult, Timeline, run, simulate
 
 __all__ = ["MANIFEST_NAME", "TRACE_PATTERN", "SynthManifest", "ground_truth", "load_synth_manifest", "synthesize"]
 
-MANIFEST_NAME = "manifest.json"
-TRACE_PATTERN = "rank{rank}.pt.trace.json.gz"
 _FORMAT = 1
 _GENERATOR = "bottleneck_oracle.traces.synth"
 
@@ -160,13 +159,5 @@ def load_synth_manifest(path: Path) -> SynthManifest:
     Raises:
         TraceFormatError: the file is missing, not JSON, or not a synthetic-trace manifest.
     """
-    path = Path(path)
-    if path.is_dir():
-        path = path / MANIFEST_NAME
-    try:
-        return _manifest_from_json(json.loads(path.read_text()))
-    except OSError as error:
-        raise TraceFormatError(f"{path}: cannot read the manifest ({error.strerror})") from error
-    except (ValueError, KeyError, TypeError, AttributeError, ConfigError) as error:
-        raise TraceFormatError(f"{path}: not a synthetic-trace manifest ({type(error).__name__}: {error})") from error
+    return read_manifest(path, _manifest_from_json, "synthetic-trace")
 
