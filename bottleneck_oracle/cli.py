@@ -309,7 +309,7 @@ def synth_command(
     from bottleneck_oracle.traces.injection import parse_injection
     from bottleneck_oracle.traces.synth import SynthConfig, parse_edit, synthesize
     from bottleneck_oracle.traces.synth import whatif as simulate_whatif
-    from bottleneck_oracle.traces.synth.whatif import apply_edit, whatif_to_json
+    from bottleneck_oracle.traces.synth.whatif import apply_edit, whatif_to_json, write_whatif
 
     dp = _data_parallel(ranks, dp, tp, pp)
     config = SynthConfig(model=model, hardware=hardware, dp=dp, tp=tp, pp=pp, microbatches=microbatches,
@@ -321,8 +321,7 @@ def synth_command(
         manifest = synthesize(out_dir, config, workers=Settings.from_env().workers)
         results = [simulate_whatif(config, edit) for edit in edits]
     if results:
-        entries = [whatif_to_json(result) for result in results]
-        (out_dir / "whatif.json").write_text(orjson.dumps({"edits": entries}).decode() + "\n")
+        write_whatif(out_dir, [whatif_to_json(result) for result in results])
     console = Console()
     console.print(f"wrote {len(manifest.traces)} trace(s), {manifest.events:,} events, and manifest.json to {out_dir}")
     for truth in manifest.ground_truth:

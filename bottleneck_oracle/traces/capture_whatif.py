@@ -9,7 +9,6 @@ gloo or CPU kernels k times faster, so those edits are the simulator's alone.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -19,14 +18,13 @@ import numpy as np
 
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.traces.capture import CaptureConfig, Manifest, capture
-from bottleneck_oracle.traces.synth.whatif import Edit, EditKind, edit_to_json
+from bottleneck_oracle.traces.synth.whatif import WHATIF_NAME, Edit, EditKind, edit_to_json, step_rows, write_whatif
 
 __all__ = ["CAPTURE_EDITS", "WHATIF_DIR", "WHATIF_NAME", "CaptureWhatIf", "apply_capture_edit", "capture_whatif"]
 
 logger = logging.getLogger(__name__)
 
 CAPTURE_EDITS = (EditKind.REMOVE_INJECTION, EditKind.MICROBATCHES, EditKind.DATA_PARALLEL)
-WHATIF_NAME = "whatif.json"
 WHATIF_DIR = "whatif"  # edited captures go to OUT_DIR/whatif/<index>-<kind>/
 
 
@@ -87,10 +85,8 @@ class CaptureWhatIf:
         return _mean_job_ms(self.baseline) / _mean_job_ms(self.edited)
 
     def to_json(self) -> dict[str, object]:
-        before, after = _by_step_rank(self.baseline), _by_step_rank(self.edited)
-        keys = sorted(before.keys() | after.keys())
         return {"edit": edit_to_json(self.edit), "traces": self.folder, "speedup": round(self.speedup(), 4),
-                "step_ms": [[s, r, before.get((s, r)), after.get((s, r))] for s, r in keys]}
+                "step_ms": step_rows(_by_step_rank(self.baseline), _by_step_rank(self.edited))}
 
 
 def _by_step_rank(manifest: Manifest) -> dict[tuple[int, int], float]:
@@ -122,5 +118,5 @@ def capture_whatif(out_dir: Path, config: CaptureConfig, edits: Sequence[Edit]) 
         folder = f"{WHATIF_DIR}/{i}-{edit.kind}"
         logger.info("re-capturing with %s into %s", edit.kind, out_dir / folder)
         results.append(CaptureWhatIf(edit, folder, baseline, capture(out_dir / folder, edited_config)))
-    (out_dir / WHATIF_NAME).write_text(json.dumps({"edits": [r.to_json() for r in results]}, indent=1) + "\n")
+    write_whatif(out_dir, [r.to_json() for r in results])
     return results

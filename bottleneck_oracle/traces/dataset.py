@@ -21,7 +21,8 @@ import numpy as np
 
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.traces.injection import Injection
-from bottleneck_oracle.traces.synth import Edit, SynthConfig, synthesize, whatif, whatif_to_json
+from bottleneck_oracle.traces.synth import Edit, SynthConfig, synthesize, whatif
+from bottleneck_oracle.traces.synth.whatif import whatif_to_json, write_whatif
 from bottleneck_oracle.vocabulary import Bottleneck
 
 __all__ = ["Sample", "plan_dataset", "build_dataset", "load_index", "SPLITS", "INDEX_NAME"]
@@ -127,7 +128,7 @@ def _build_one(item: tuple[Sample, Path]) -> str:
     if (folder / _DONE).exists():
         return sample.sample_id
     synthesize(folder, sample.config, workers=1)
-    (folder / "whatif.json").write_text(json.dumps({"edits": _whatif_json(sample.config)}) + "\n")
+    write_whatif(folder, _whatif_json(sample.config))
     (folder / _DONE).write_text("")
     return sample.sample_id
 

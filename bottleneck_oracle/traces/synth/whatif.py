@@ -8,8 +8,11 @@ group makes every gradient all-reduce slower.
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from enum import StrEnum
 
 import numpy as np
@@ -20,9 +23,13 @@ from bottleneck_oracle.traces.synth.job import Tuning
 from bottleneck_oracle.traces.synth.model import KernelClass
 from bottleneck_oracle.traces.synth.schedule import SimResult, run
 
-__all__ = ["COLLECTIVES", "Edit", "EditKind", "WhatIfResult", "apply_edit", "edit_to_json", "parse_edit", "whatif", "whatif_to_json"]
+__all__ = [
+    "COLLECTIVES", "WHATIF_NAME", "Edit", "EditKind", "WhatIfResult", "apply_edit", "edit_to_json", "parse_edit",
+    "step_rows", "whatif", "whatif_to_json", "write_whatif",
+]
 
 COLLECTIVES = ("allreduce", "reducescatter", "allgather", "sendrecv")
+WHATIF_NAME = "whatif.json"  # beside a job's traces: the true step times under each edit
 
 
 class EditKind(StrEnum):
@@ -211,9 +218,18 @@ def whatif(config: SynthConfig, edit: Edit) -> WhatIfResult:
     return WhatIfResult(edit, baseline, edited)
 
 
+def step_rows(before: Mapping[tuple[int, int], float],
+              after: Mapping[tuple[int, int], float]) -> list[list[float | int | None]]:
+    """``[step, rank, before_ms, after_ms]`` per (step, rank) of either side (null where a side lacks it)."""
+    return [[s, r, before.get((s, r)), after.get((s, r))] for s, r in sorted(before.keys() | after.keys())]
+
+
 def whatif_to_json(result: WhatIfResult) -> dict[str, object]:
-    """One entry of a ``whatif.json``: the edit, the job's speed-up and ``[step, rank, before_ms,
-    after_ms]`` rows (a time is null where a rank exists on one side only)."""
-    before, after = result.baseline_ms(), result.edited_ms()
+    """One entry of a ``whatif.json``: the edit, the job's speed-up and its ``step_rows``."""
     return {"edit": edit_to_json(result.edit), "speedup": round(result.speedup(), 4),
-            "step_ms": [[s, r, before.get((s, r)), after.get((s, r))] for s, r in sorted(before.keys() | after.keys())]}
+            "step_ms": step_rows(result.baseline_ms(), result.edited_ms())}
+
+
+def write_whatif(folder: Path, entries: Sequence[Mapping[str, object]]) -> None:
+    """Writes ``folder/whatif.json``: ``{"edits": entries}``."""
+    (Path(folder) / WHATIF_NAME).write_text(json.dumps({"edits": list(entries)}) + "\n")
