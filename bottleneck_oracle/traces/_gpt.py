@@ -37,7 +37,7 @@ from bottleneck_oracle.traces.instrument import StepProfiler, StepSchedule
 if TYPE_CHECKING:
     from bottleneck_oracle.traces.capture import CaptureConfig
 
-__all__ = ["GPT", "TORCH_VERSION", "RandomTokens", "RankResult", "launch", "main", "run_job", "run_rank"]
+__all__ = ["GPT", "TORCH_VERSION", "RandomTokens", "RankResult", "exit_now", "launch", "main", "run_job", "run_rank"]
 
 logger = logging.getLogger(__name__)
 
@@ -322,6 +322,19 @@ def main(argv: Sequence[str]) -> None:
     rank, job_path = int(argv[0]), Path(argv[1])
     config, init_method, out_dir = pickle.loads(job_path.read_bytes())
     run_rank(rank, config, init_method, Path(out_dir), job_path.parent)
+    exit_now()
+
+
+def exit_now() -> None:
+    """Exit 0 without libtorch's exit-time destructors, once a rank's files are written.
+
+    They race with the profiler's and gloo's threads and, about once in a hundred
+    runs on a loaded machine, abort a rank that finished its work ("terminate called
+    without an active exception") after ``destroy_process_group``.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 @dataclass(frozen=True, slots=True)
