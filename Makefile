@@ -16,7 +16,7 @@ tools/cypher-lint/node_modules/.installed: tools/cypher-lint/package.json tools/
 # everything else: an unpinned torch pulls a multi-GB CUDA build.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -e '.[capture,dev,integrations,neo4j,embed]' 'torch==2.13.0'
+	$(VENV)/bin/pip install -q -e '.[capture,gnn,dev,integrations,neo4j,embed]' 'torch==2.13.0'
 	touch $@
 
 demo: setup
@@ -31,6 +31,7 @@ test: setup
 bench: setup
 	$(PY) benchmarks/bench_analyze.py
 	$(PY) benchmarks/bench_graphdb.py
+	$(PY) benchmarks/bench_gnn.py
 
 clean:
 	rm -rf $(VENV) .oracle .pytest_cache

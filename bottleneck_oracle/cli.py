@@ -25,6 +25,7 @@ from bottleneck_oracle.graphdb import (
 )
 from bottleneck_oracle.graphdb import playbook as graph_playbook
 from bottleneck_oracle.graphdb.loader import trace_name
+from bottleneck_oracle.graphdb.predictions import load_prediction, model_predictions
 from bottleneck_oracle.traces import read_trace
 
 app = typer.Typer(
@@ -230,6 +231,7 @@ def ingest_command(
                                                 "summary: steps and findings.")] = Detail.FULL,
     hops: Annotated[int, typer.Option(help="Neighbourhood radius around the critical paths (--detail critical).")] = 1,
     partial: Annotated[bool, typer.Option(help="Accept a job whose files miss some ranks.")] = False,
+    predict: Annotated[bool, typer.Option(help="Store the graph model's step times and op criticality too.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
 ) -> None:
     """Analyze a trace and load it into the graph database (starting the embedded one if needed)."""
@@ -249,10 +251,17 @@ def ingest_command(
             task = bar.add_task("load", total=None)
             report = load_analysis(store, a, trace_id=tid, name=trace_name(paths), detail=detail, hops=hops,
                                    progress=lambda done, total: bar.update(task, completed=done, total=total))
+        predictions = 0
+        if predict:
+            with err.status("predicting with the graph model..."):
+                for prediction in model_predictions(a, tid):
+                    load_prediction(store, prediction)
+                    predictions += 1
     if as_json:
         _print_json({"trace_id": report.trace_id, "detail": report.detail.value, "outcome": report.outcome,
                      "nodes": report.nodes, "relationships": report.relationships, "batches": report.batches,
-                     "resumed_after": report.resumed_after, "seconds": round(report.seconds, 3)})
+                     "resumed_after": report.resumed_after, "seconds": round(report.seconds, 3),
+                     "predictions": predictions})
         return
     what = {"loaded": "loaded", "resumed": f"finished an interrupted load (from batch {report.resumed_after + 1})",
             "unchanged": "already loaded, nothing to do"}[report.outcome]
@@ -359,6 +368,116 @@ def dataset_build_command(
                               progress=lambda done, total, sid: progress.update(task, completed=done))
     counts = {split: sum(1 for e in index if e["split"] == split) for split in ("train", "val", "test", "ood")}
     Console().print(f"{len(index)} traces in {out_dir}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+
+
+def _bar(console: Console, what: str) -> Progress:
+    return Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                    TimeElapsedColumn(), console=console, transient=True)
+
+
+def _load_split(data: Path, split: str, console: Console, bidirectional: bool = True) -> list:  # type: ignore[type-arg]
+    from bottleneck_oracle.gnn.corpus import load_split
+
+    with _bar(console, f"reading {split}") as bar:
+        task = bar.add_task("", total=None)
+        return load_split(data, split, bidirectional=bidirectional,
+                          progress=lambda done, total, sid: bar.update(task, completed=done, total=total,
+                                                                       description=sid))
+
+
+@app.command("train")
+def train_command(
+    data: Annotated[Path, typer.Option(help="Corpus built by `oracle dataset build`.")],
+    out: Annotated[Path, typer.Option(help="Checkpoint folder to write (model.pt, config.json, baselines.npz).")],
+    epochs: Annotated[int, typer.Option(help="At most this many epochs.")] = 30,
+    patience: Annotated[int, typer.Option(help="Stop after this many epochs without a better validation MAPE.")] = 6,
+    seed: Annotated[int, typer.Option(help="Seeds Python, NumPy and torch.")] = 0,
+    hidden: Annotated[int, typer.Option(help="Width of every layer.")] = 64,
+    layers: Annotated[int, typer.Option(help="Message-passing layers.")] = 3,
+    directed: Annotated[bool, typer.Option(help="Pass messages along DAG edges only (no reverse edges).")] = False,
+    max_minutes: Annotated[float, typer.Option(help="Start no epoch that would end past this many minutes.")] = 15.0,
+) -> None:
+    """Train the HeteroGAT on a corpus's train split, stopping early on its val split."""
+    from bottleneck_oracle.gnn.train import TrainConfig, save_checkpoint, train
+
+    err = Console(stderr=True)
+    train_set = _load_split(data, "train", err, bidirectional=not directed)
+    val_set = _load_split(data, "val", err, bidirectional=not directed)
+    config = TrainConfig(epochs=epochs, patience=patience, seed=seed, hidden=hidden, layers=layers,
+                         bidirectional=not directed, max_minutes=max_minutes)
+    with _bar(err, "training") as bar:
+        task = bar.add_task("", total=epochs)
+        ckpt = train(train_set, val_set, config, progress=lambda e, total, loss, mape: bar.update(
+            task, completed=e, description=f"loss {loss:.4f}, val MAPE {mape * 100:.2f}%"))
+    save_checkpoint(ckpt, out)
+    Console().print(f"{out}: trained on {len(train_set)} traces in {ckpt.train['seconds']} s, "
+                    f"best validation step-time MAPE {ckpt.train['best_val_step_mape'] * 100:.2f}%")
+
+
+@app.command("gnn-eval")
+def gnn_eval_command(
+    data: Annotated[Path, typer.Option(help="Corpus built by `oracle dataset build` (its test and ood splits), "
+                                            "or real captures (`oracle capture` folders).")],
+    checkpoint: Annotated[Optional[Path], typer.Option(help="Checkpoint folder; the shipped one by default.")] = None,
+    splits: Annotated[str, typer.Option(help="Comma-separated splits to score.")] = "test,ood",
+    plots: Annotated[Optional[Path], typer.Option(help="Folder for step_time.png and whatif_mape.png.")] = None,
+    record: Annotated[bool, typer.Option(help="Store the scores and the best predictor per question in the "
+                                              "checkpoint's config.json.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
+) -> None:
+    """Score the GNN and its baselines: step time, criticality, what-if MAPE and edit ranking."""
+    from bottleneck_oracle.gnn.baselines import AggregateRegressors
+    from bottleneck_oracle.gnn.evaluate import (
+        evaluate, plot, preferred_predictors, to_markdown, weaker_than_baselines,
+    )
+    from bottleneck_oracle.gnn.predict import Predictor
+
+    err = Console(stderr=True)
+    predictor = Predictor(checkpoint)
+    rows = predictor.checkpoint.baseline_rows
+    regressors = AggregateRegressors(*rows) if rows is not None else None
+    results = {}
+    if (data / "index.json").is_file():
+        chosen = {split: _load_split(data, split, err, predictor.model.config.bidirectional)
+                  for split in [s.strip() for s in splits.split(",") if s.strip()]}
+    else:  # real captures: no split, their what-if truth comes from re-captures
+        from bottleneck_oracle.gnn.corpus import load_captures
+
+        with err.status("reading captures..."):
+            chosen = {"captured": load_captures(data)}
+    for split, samples in chosen.items():
+        if not samples:
+            err.print(f"{split}: no samples, skipped")
+            continue
+        with _bar(err, f"scoring {split}") as bar:
+            task = bar.add_task("", total=len(samples))
+            results[split] = evaluate(samples, predictor, regressors,
+                                      progress=lambda done, total, sid: bar.update(task, completed=done))
+    if not results:
+        raise ConfigError(f"{data}: none of the splits {splits!r} holds a sample")
+    if plots is not None:
+        plot(results, plots)
+    notes = {split: weaker_than_baselines(r) for split, r in results.items()}
+    if record:
+        from bottleneck_oracle.gnn.predict import SHIPPED_CHECKPOINT
+        from bottleneck_oracle.gnn.train import record_metrics
+
+        first = next(iter(results.values()))
+        record_metrics(checkpoint or SHIPPED_CHECKPOINT, {
+            "splits": {s: {k: v for k, v in r.items() if k != "points"} for s, r in results.items()},
+            "preferred": preferred_predictors(first)})
+    if as_json:
+        first = next(iter(results.values()))
+        body = {k: v for k, v in first.items() if k != "points"}
+        body["splits"] = {s: {k: v for k, v in r.items() if k != "points"} for s, r in results.items()}
+        body["weaker_than_baselines"] = notes
+        _print_json(body)
+        return
+    console = Console()
+    console.print(to_markdown(results), highlight=False)
+    for split, lines in notes.items():
+        for line in lines:
+            console.print(f"{split}: {line}", highlight=False)
 
 
 def main() -> None:

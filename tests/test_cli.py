@@ -108,10 +108,13 @@ def test_cli_flag_set_is_frozen() -> None:
     assert flags["analyze"] == ["as_json", "overlay", "partial", "paths", "rank", "step"]
     assert flags["capture"] == ["batch_size", "d_model", "inject", "layers", "microbatches", "out_dir",
                                 "pipeline", "ranks", "seed", "seq_len", "steps", "whatif"]
-    assert flags["ingest"] == ["as_json", "detail", "hops", "partial", "paths"]
+    assert flags["ingest"] == ["as_json", "detail", "hops", "partial", "paths", "predict"]
     assert flags["traces"] == ["as_json"]
     assert flags["synth"] == ["dp", "hardware", "inject", "microbatches", "model", "out_dir", "pp", "ranks",
                               "seed", "steps", "tp", "whatif"]
+    assert flags["train"] == ["data", "directed", "epochs", "hidden", "layers", "max_minutes", "out", "patience",
+                              "seed"]
+    assert flags["gnn-eval"] == ["as_json", "checkpoint", "data", "plots", "record", "splits"]
     dataset = group.commands["dataset"].commands  # type: ignore[attr-defined]
     assert sorted(p.name for p in dataset["build"].params) == ["n", "out_dir", "seed"]
     db = group.commands["db"].commands  # type: ignore[attr-defined]

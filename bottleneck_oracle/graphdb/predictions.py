@@ -1,20 +1,24 @@
 """Model predictions in the graph: a step time and a criticality per op, by model name and version.
 
-The graph model (``gnn/``, a lower layer) produces them; this module stores them beside the
-measured steps so the agent can set a prediction against what the trace shows.
+The graph model (``gnn/``, a lower layer) produces them (``model_predictions``); this module stores
+them beside the measured steps so the agent can set a prediction against what the trace shows.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.graphdb.store import GraphStore
 from bottleneck_oracle.graphdb.tables import step_key
 
-__all__ = ["Prediction", "load_prediction"]
+__all__ = ["Prediction", "load_prediction", "model_predictions", "MODEL_NAME"]
+
+MODEL_NAME = "heterogat"
 
 _BATCH = 10_000
 
@@ -77,3 +81,23 @@ def load_prediction(store: GraphStore, p: Prediction) -> int:
         })
         rated += int(result.rows[0]["created"]) if result.rows else 0
     return rated
+
+
+def model_predictions(a: Analysis, trace_id: str, checkpoint: Path | None = None) -> list[Prediction]:
+    """The graph model's view of every complete step of ``a``, one Prediction per (step, rank): the
+    step's predicted wall time and the on-path probability of that rank's ops.
+
+    Args:
+        checkpoint: a checkpoint folder; the shipped one by default.
+    """
+    from bottleneck_oracle.gnn.predict import Predictor  # torch: only when predictions are asked for
+    from bottleneck_oracle.gnn.train import CHECKPOINT_VERSION
+
+    out = []
+    for p in Predictor(checkpoint).predict(a):
+        ranks = a.graph.rank[p.node]
+        for rank in np.unique(ranks).tolist():
+            mine = ranks == rank
+            out.append(Prediction(trace_id, p.step, int(rank), MODEL_NAME, f"v{CHECKPOINT_VERSION}", p.step_ms,
+                                  p.node[mine], p.on_path[mine].astype(np.float64)))
+    return out

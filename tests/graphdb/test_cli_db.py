@@ -32,6 +32,7 @@ def test_db_start_ingest_traces_stop(tmp_path: Path) -> None:
         assert ingest.returncode == 0, ingest.stderr
         report = json.loads(ingest.stdout)
         assert report["outcome"] == "loaded" and report["detail"] == "full" and report["nodes"] > 25_000
+        assert report["predictions"] >= 8 and report["predictions"] % 2 == 0  # a model's view of each (step, rank)
         listed = json.loads(_oracle(tmp_path, "traces", "--json").stdout)
         assert [(t["trace_id"], t["name"], t["status"]) for t in listed] == \
             [(report["trace_id"], "gpt_2rank", "complete")]

@@ -34,3 +34,21 @@ def test_a_prediction_for_a_step_not_loaded_is_refused(store: GraphStore, loaded
         load_prediction(store, Prediction(t.trace_id, 99, 0, "m", "1", 1.0, np.zeros(0, int), np.zeros(0)))
     with pytest.raises(ValueError):
         Prediction(t.trace_id, 5, 1, "m", "1", 1.0, np.arange(2), np.zeros(3))
+
+
+def test_the_graph_models_predictions_are_stored_for_every_step_and_rank(
+        store: GraphStore, loaded: dict[str, LoadedTrace]) -> None:
+    from bottleneck_oracle.graphdb.predictions import MODEL_NAME, model_predictions
+
+    t = loaded["gpt_2rank"]
+    predictions = model_predictions(t.analysis, t.trace_id)
+    assert {(p.step, p.rank) for p in predictions} <= {(r.step, r.rank) for r in t.analysis.steps}
+    assert {p.rank for p in predictions} == {0, 1} and len(predictions) >= 8
+    for p in predictions:
+        assert (t.analysis.graph.rank[p.op_idx] == p.rank).all()
+        assert ((p.criticality >= 0) & (p.criticality <= 1)).all()
+        assert load_prediction(store, p) == len(p.op_idx)  # every rated op is loaded (detail full)
+    first = predictions[0]
+    rows = store.read("step_predictions", {"trace": t.trace_id, "step": first.step, "rank": first.rank, "k": 3})
+    mine = [r for r in rows if r["model"] == MODEL_NAME]
+    assert len(mine) == 1 and mine[0]["step_ms"] == pytest.approx(first.step_ms) and len(mine[0]["top_ops"]) == 3

@@ -1,0 +1,326 @@
+"""ExecGraph steps → PyG ``HeteroData``: features from the trace alone, labels from the analysis.
+
+One sample is one profiler step across every rank. Features are what a trace
+shows before any analysis (durations, start offsets within the rank's step,
+op class from name patterns, a hashed name, role, bytes, collective type and
+size, stream or thread, rank, degree); the labels (critical-path membership,
+share of the step's wall time, the step's wall time) come from the analysis
+and never feed back into a feature. A what-if edit rewrites the features of
+the nodes it touches (shorter durations, a flag and the speed-up) and leaves
+every other node as observed, so the model must work out what the change
+does downstream.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from bottleneck_oracle.dag.analysis import Analysis
+from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.names import collective_type
+from bottleneck_oracle.dag.types import EdgeType, NodeKind, Role
+
+__all__ = [
+    "NODE_TYPES", "OP_CLASSES", "COLLECTIVES", "FEATURES", "StepGraph", "step_graphs", "edit_features",
+    "to_hetero", "op_class_mask", "node_ranks",
+]
+
+NODE_TYPES = ("cpu_op", "annotation", "runtime", "kernel", "memcpy", "comm")
+_TYPE_OF_KIND = {
+    NodeKind.CPU_OP: 0, NodeKind.PYTHON: 0, NodeKind.ANNOTATION: 1, NodeKind.RUNTIME: 2,
+    NodeKind.KERNEL: 3, NodeKind.MEMCPY: 4, NodeKind.MEMSET: 4, NodeKind.COMM: 5,
+}
+# Op classes by name pattern, first match wins; the what-if edits name these classes.
+OP_CLASSES: tuple[tuple[str, str], ...] = (
+    ("gemm", r"gemm|matmul|aten::(mm|addmm|bmm|linear)$|cublas"),
+    ("attention", r"flash|attention|sdpa"),
+    ("norm", r"norm"),
+    ("softmax", r"softmax"),
+    ("loss", r"nll|cross_entropy|loss"),
+    ("embedding", r"embedding|indexSelect|index_select"),
+    ("optimizer", r"foreach|adam|optimizer|multi_tensor"),
+    ("dataloader", r"(?i)dataloader|load_batch"),
+    ("checkpoint", r"(?i)checkpoint|torch\.save|serialization"),
+    ("memory", r"(?i)memcpy|memset|aten::(copy_|to|contiguous)$"),
+    ("elementwise", r"elementwise|aten::(add|mul|sub|div|silu|gelu|fill)|add_|mul_"),
+    ("backward", r"(?i)backward"),
+)
+COLLECTIVES = ("allreduce", "allgather", "reducescatter", "sendrecv", "send", "recv", "broadcast", "alltoall")
+_HASH_BUCKETS = 16
+_SCALARS = (
+    "log_dur_us", "dur_ms", "log_start_us", "start_ms", "log_end_us", "end_ms", "edited", "edit_log_speedup",
+    "removed", "rank_frac", "log2_world", "log_bytes", "log_elems", "log_group", "gpu_lane", "lane_slot",
+    "log_in_deg", "log_out_deg", "depth", "log_rank_span_us", "log_to_rank_end_us", "rank_span_frac", "longest_rank",
+    "log_gap_before_us", "log_gap_after_us", "log_launch_lag_us", "log_saved_us",
+)
+FEATURES: tuple[str, ...] = (
+    _SCALARS + tuple(f"class_{c}" for c, _ in OP_CLASSES) + tuple(f"coll_{c}" for c in COLLECTIVES)
+    + tuple(f"role_{r.name.lower()}" for r in Role) + tuple(f"hash_{i}" for i in range(_HASH_BUCKETS))
+)
+_COL = {name: i for i, name in enumerate(FEATURES)}
+_MS = 100.0  # linear time features in units of 100 ms
+_REMOVED_LOG_SPEEDUP = 5.0  # log speed-up standing for "removed"
+
+
+@dataclass(frozen=True, slots=True)
+class StepGraph:
+    """One step of one trace, ready for the model.
+
+    Args:
+        step (int): ProfilerStep number.
+        node (np.ndarray): int64[n] node ids in the ExecGraph.
+        ntype (np.ndarray): int8[n] index into NODE_TYPES.
+        x (np.ndarray): float32[n, len(FEATURES)] features as observed.
+        edges (dict): (src type, relation, dst type) → int64[2, E] node positions in this step.
+        step_ms (float): label: the step's wall time (its slowest rank).
+        on_path (np.ndarray): bool[n] label: on the slowest rank's critical path.
+        share (np.ndarray): float32[n] label: the share of that wall time the node accounts for.
+        has_labels (bool): False for an edited graph whose per-node truth is unknown.
+    """
+
+    step: int
+    node: np.ndarray
+    ntype: np.ndarray
+    x: np.ndarray
+    edges: dict[tuple[str, str, str], np.ndarray]
+    step_ms: float
+    on_path: np.ndarray
+    share: np.ndarray
+    has_labels: bool = True
+    meta: dict[str, object] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.node)
+
+
+def _classes(strings: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per interned string: op class (-1 none), collective (-1 none), hash bucket."""
+    patterns = [re.compile(p) for _, p in OP_CLASSES]
+    op = np.full(len(strings), -1, dtype=np.int16)
+    coll = np.full(len(strings), -1, dtype=np.int16)
+    bucket = np.zeros(len(strings), dtype=np.int16)
+    for i, s in enumerate(strings):
+        op[i] = next((c for c, p in enumerate(patterns) if p.search(s)), -1)
+        kind = collective_type(s)
+        coll[i] = COLLECTIVES.index(kind) if kind in COLLECTIVES else -1
+        bucket[i] = zlib.crc32(s.encode()) % _HASH_BUCKETS
+    return op, coll, bucket
+
+
+def op_class_mask(g: ExecGraph, op_class: str) -> np.ndarray:
+    """bool[N]: nodes whose name falls in ``op_class`` of OP_CLASSES (how what-if edits pick kernels)."""
+    op, _, _ = _classes(g.trace.strings)
+    names = [c for c, _ in OP_CLASSES]
+    if op_class not in names:
+        raise ValueError(f"unknown op class {op_class!r}; known: {', '.join(names)}")
+    return op[g.name] == names.index(op_class)
+
+
+def _node_types(g: ExecGraph) -> np.ndarray:
+    table = np.full(max(int(k) for k in NodeKind) + 1, -1, dtype=np.int8)
+    for kind, t in _TYPE_OF_KIND.items():
+        table[kind] = t
+    return table[g.kind]
+
+
+def _static_features(g: ExecGraph, nodes: np.ndarray, step_start: np.ndarray, cache: dict[str, np.ndarray],
+                     in_deg: np.ndarray, out_deg: np.ndarray) -> np.ndarray:
+    ev = g.trace.events
+    x = np.zeros((len(nodes), len(FEATURES)), dtype=np.float32)
+    dur_us = g.dur_ns[nodes] / 1e3
+    start_us = np.maximum(g.start_ns[nodes] - step_start, 0) / 1e3
+    world = max(len(g.trace.ranks), 1)
+    rank = g.rank[nodes]
+    x[:, _COL["rank_frac"]] = rank / max(world - 1, 1)
+    x[:, _COL["log2_world"]] = np.log2(world)
+    event = g.event[nodes]
+    x[:, _COL["log_bytes"]] = np.log1p(np.maximum(ev.nbytes[event], 0)) / 20
+    x[:, _COL["log_elems"]] = np.log1p(np.maximum(ev.nelems[event], 0)) / 20
+    x[:, _COL["log_group"]] = np.log1p(np.maximum(ev.group_size[event], 0))
+    lanes = g.trace.lanes
+    x[:, _COL["gpu_lane"]] = lanes.is_gpu[g.lane[nodes]]
+    x[:, _COL["lane_slot"]] = cache["lane_slot"][g.lane[nodes]] / 8
+    x[:, _COL["log_in_deg"]] = np.log1p(in_deg)
+    x[:, _COL["log_out_deg"]] = np.log1p(out_deg)
+    x[:, _COL["depth"]] = np.minimum(g.depth[nodes], 20) / 10
+    name = g.name[nodes]
+    rows = np.arange(len(nodes))
+    op, coll, bucket = cache["op"][name], cache["coll"][name], cache["bucket"][name]
+    first = _COL[f"class_{OP_CLASSES[0][0]}"]
+    x[rows[op >= 0], first + op[op >= 0]] = 1
+    first = _COL[f"coll_{COLLECTIVES[0]}"]
+    x[rows[coll >= 0], first + coll[coll >= 0]] = 1
+    x[rows, _COL["role_other"] + g.role[nodes]] = 1
+    x[rows, _COL["hash_0"] + bucket] = 1
+    _time_columns(x, dur_us, start_us)
+    return x
+
+
+def node_ranks(x: np.ndarray) -> np.ndarray:
+    """int64[n]: the rank of every node, read back from its features."""
+    world = 2 ** x[:, _COL["log2_world"]].astype(np.float64)
+    return np.rint(x[:, _COL["rank_frac"]] * np.maximum(world - 1, 1)).astype(np.int64)
+
+
+def _time_columns(x: np.ndarray, dur_us: np.ndarray, start_us: np.ndarray) -> None:
+    """Time features from durations and start offsets; the rank columns must be filled already.
+
+    Besides the node's own times: how long its rank's step spans, how far the node
+    ends from that span's end, the span against the longest rank's, and whether
+    the node's rank is the longest.
+    """
+    end_us = start_us + dur_us
+    rank = node_ranks(x)
+    span = np.zeros(rank.max() + 1 if len(rank) else 1)
+    np.maximum.at(span, rank, end_us)
+    rank_span = span[rank]
+    x[:, _COL["log_rank_span_us"]] = np.log1p(rank_span)
+    x[:, _COL["log_to_rank_end_us"]] = np.log1p(rank_span - end_us)
+    x[:, _COL["rank_span_frac"]] = rank_span / max(span.max(), 1e-9)
+    x[:, _COL["longest_rank"]] = rank_span == span.max()
+    x[:, _COL["log_dur_us"]] = np.log1p(dur_us)
+    x[:, _COL["dur_ms"]] = dur_us / 1e3 / _MS
+    x[:, _COL["log_start_us"]] = np.log1p(start_us)
+    x[:, _COL["start_ms"]] = start_us / 1e3 / _MS
+    x[:, _COL["log_end_us"]] = np.log1p(end_us)
+    x[:, _COL["end_ms"]] = end_us / 1e3 / _MS
+
+
+def _gap_columns(x: np.ndarray, g: ExecGraph, nodes: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                 etype: np.ndarray) -> None:
+    """How long a node waited after its lane predecessor ended, how long its lane then stayed idle
+    after it, and how long a GPU node started after the call that launched it: raw timestamp gaps."""
+    start, end = g.start_ns[nodes], g.start_ns[nodes] + g.dur_ns[nodes]
+    lane = (etype == EdgeType.THREAD_NEXT) | (etype == EdgeType.STREAM_NEXT)
+    gap = np.maximum(start[dst[lane]] - end[src[lane]], 0) / 1e3
+    before, after = np.zeros(len(nodes)), np.zeros(len(nodes))
+    np.maximum.at(before, dst[lane], gap)
+    np.maximum.at(after, src[lane], gap)
+    launch = etype == EdgeType.LAUNCH
+    lag = np.zeros(len(nodes))
+    np.maximum.at(lag, dst[launch], np.maximum(start[dst[launch]] - start[src[launch]], 0) / 1e3)
+    x[:, _COL["log_gap_before_us"]] = np.log1p(before)
+    x[:, _COL["log_gap_after_us"]] = np.log1p(after)
+    x[:, _COL["log_launch_lag_us"]] = np.log1p(lag)
+
+
+def _lane_slots(g: ExecGraph) -> np.ndarray:
+    """Each lane's order among its rank's lanes of the same side (CPU threads, GPU streams), capped at 7."""
+    lanes = g.trace.lanes
+    slot = np.zeros(len(lanes.rank), dtype=np.float32)
+    seen: dict[tuple[int, bool], int] = {}
+    for i in np.lexsort((lanes.stream, lanes.is_gpu, lanes.rank)):
+        key = (int(lanes.rank[i]), bool(lanes.is_gpu[i]))
+        slot[i] = min(seen.get(key, 0), 7)
+        seen[key] = seen.get(key, 0) + 1
+    return slot
+
+
+def _labels(a: Analysis, step: int, nodes: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    reports = [r for r in a.steps if r.step == step and (r.step, r.rank) not in a.partial_steps]
+    slowest = max(reports, key=lambda r: r.wall_ns)
+    wall = max(slowest.wall_ns, 1)
+    owned = slowest.path_node >= 0
+    contrib = np.zeros(len(a.graph), dtype=np.float64)
+    np.add.at(contrib, slowest.path_node[owned], slowest.path_dur_ns[owned])
+    on_path = np.zeros(len(a.graph), dtype=bool)
+    on_path[slowest.path_node[owned]] = True
+    return wall / 1e6, on_path[nodes], (contrib[nodes] / wall).astype(np.float32)
+
+
+def step_graphs(a: Analysis, *, bidirectional: bool = True, max_nodes: int = 200_000) -> list[StepGraph]:
+    """Every complete step of ``a`` as a StepGraph (steps larger than ``max_nodes`` are skipped).
+
+    Features come from ``a.graph`` only; labels from the critical paths of ``a.steps``.
+    """
+    g = a.graph
+    ntype = _node_types(g)
+    op, coll, bucket = _classes(g.trace.strings)
+    cache = {"op": op, "coll": coll, "bucket": bucket, "lane_slot": _lane_slots(g)}
+    complete = {r.step for r in a.steps if r.step >= 0} - {s for s, _ in a.partial_steps}
+    step_of = g.step
+    start_of = {(int(r), int(s)): int(t) for r, s, t in zip(g.steps.rank, g.steps.step, g.steps.start_ns)}
+    keep = (ntype >= 0) & (g.role != Role.STEP)
+    out = []
+    for step in sorted(complete):
+        nodes = np.flatnonzero(keep & (step_of == step))
+        if not 0 < len(nodes) <= max_nodes:
+            continue
+        local = np.full(len(g), -1, dtype=np.int64)
+        local[nodes] = np.arange(len(nodes))
+        src, dst = local[g.edge_src], local[g.edge_dst]
+        inside = (src >= 0) & (dst >= 0)
+        src, dst, etype = src[inside], dst[inside], g.edge_type[inside]
+        in_deg = np.bincount(dst, minlength=len(nodes))
+        out_deg = np.bincount(src, minlength=len(nodes))
+        step_start = np.array([start_of.get((int(r), step), 0) for r in g.rank[nodes]], dtype=np.int64)
+        x = _static_features(g, nodes, step_start, cache, in_deg, out_deg)
+        _gap_columns(x, g, nodes, src, dst, etype)
+        t = ntype[nodes]
+        edges: dict[tuple[str, str, str], np.ndarray] = {}
+        for e in np.unique(etype):
+            sel = etype == e
+            s, d = src[sel], dst[sel]
+            for ts in np.unique(t[s]):
+                for td in np.unique(t[d]):
+                    pick = (t[s] == ts) & (t[d] == td)
+                    if not pick.any():
+                        continue
+                    rel = EdgeType(int(e)).name.lower()
+                    pair = np.stack([s[pick], d[pick]])
+                    edges[(NODE_TYPES[ts], rel, NODE_TYPES[td])] = pair
+                    if bidirectional:
+                        edges[(NODE_TYPES[td], f"rev_{rel}", NODE_TYPES[ts])] = pair[::-1].copy()
+        step_ms, on_path, share = _labels(a, step, nodes)
+        out.append(StepGraph(step=step, node=nodes, ntype=t, x=x, edges=edges, step_ms=step_ms,
+                             on_path=on_path, share=share))
+    return out
+
+
+def edit_features(sg: StepGraph, edited: np.ndarray, speedup: float, step_ms: float = float("nan")) -> StepGraph:
+    """The graph as the model sees it after an edit: edited nodes ``speedup`` times shorter (inf: removed).
+
+    Args:
+        sg: the observed step.
+        edited: bool[n] over ``sg``'s nodes.
+        speedup: > 0.
+        step_ms: the true wall time after the edit when known (training), else NaN.
+    """
+    x = sg.x.copy()
+    start_us = np.expm1(x[:, _COL["log_start_us"]].astype(np.float64))
+    dur_us = np.expm1(x[:, _COL["log_dur_us"]].astype(np.float64))
+    removed = np.isinf(speedup)
+    before = dur_us[edited]
+    dur_us[edited] = 0.0 if removed else before / speedup
+    x[edited, _COL["log_saved_us"]] = np.log1p(before - dur_us[edited])
+    _time_columns(x, dur_us, start_us)
+    x[edited, _COL["edited"]] = 1
+    x[edited, _COL["edit_log_speedup"]] = _REMOVED_LOG_SPEEDUP if removed else np.log(speedup)
+    x[edited, _COL["removed"]] = float(removed)
+    return replace(sg, x=x, step_ms=step_ms, has_labels=False)
+
+
+def to_hetero(sg: StepGraph):  # type: ignore[no-untyped-def]
+    """The PyG HeteroData of a StepGraph (node stores keyed by NODE_TYPES, labels attached)."""
+    import torch
+    from torch_geometric.data import HeteroData
+
+    data = HeteroData()
+    position = np.zeros(len(sg), dtype=np.int64)
+    for t, name in enumerate(NODE_TYPES):
+        idx = np.flatnonzero(sg.ntype == t)
+        position[idx] = np.arange(len(idx))
+        store = data[name]
+        store.x = torch.from_numpy(sg.x[idx])
+        store.on_path = torch.from_numpy(sg.on_path[idx].astype(np.float32))
+        store.share = torch.from_numpy(sg.share[idx])
+        store.index = torch.from_numpy(idx)
+    for key, pair in sg.edges.items():
+        data[key].edge_index = torch.from_numpy(position[pair])
+    data.step_ms = torch.tensor([sg.step_ms], dtype=torch.float32)
+    data.has_labels = sg.has_labels
+    return data

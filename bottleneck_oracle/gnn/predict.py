@@ -1,0 +1,104 @@
+"""Step time and node criticality of a trace's steps, as observed or under what-if edits.
+
+The shipped checkpoint (``bottleneck_oracle/gnn/checkpoint``) is used unless
+another is given, so the demo and the agent work without training first.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bottleneck_oracle.dag.analysis import Analysis
+from bottleneck_oracle.dag.whatif import Edit
+from bottleneck_oracle.gnn.corpus import replayed_step_ms
+from bottleneck_oracle.gnn.data import NODE_TYPES, StepGraph, edit_features, step_graphs, to_hetero
+from bottleneck_oracle.gnn.train import Checkpoint, load_checkpoint
+
+__all__ = ["SHIPPED_CHECKPOINT", "StepPrediction", "Predictor"]
+
+SHIPPED_CHECKPOINT = Path(__file__).parent / "checkpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class StepPrediction:
+    """What the model says about one step.
+
+    Args:
+        step (int): ProfilerStep number.
+        step_ms (float): predicted wall time of the step (its slowest rank).
+        node (np.ndarray): int64[n] ExecGraph node ids.
+        on_path (np.ndarray): float32[n] probability of lying on the critical path.
+        share (np.ndarray): float32[n] predicted share of the wall time (0 where ``on_path`` < 0.5).
+        latency_ms (float): CPU time the prediction took.
+        correction (float): factor the model applies to a replay of the same (edited) step.
+        replay_ms (float): the replay's wall time for the step (NaN when not replayed).
+    """
+
+    step: int
+    step_ms: float
+    node: np.ndarray
+    on_path: np.ndarray
+    share: np.ndarray
+    latency_ms: float
+    correction: float = 1.0
+    replay_ms: float = float("nan")
+
+    @property
+    def corrected_ms(self) -> float:
+        """The replay's wall time corrected by the model (for what the replay cannot know)."""
+        return self.replay_ms * self.correction
+
+
+class Predictor:
+    """A loaded checkpoint that predicts on StepGraphs or whole analyses."""
+
+    def __init__(self, checkpoint: Path | Checkpoint | None = None) -> None:
+        if not isinstance(checkpoint, Checkpoint):
+            checkpoint = load_checkpoint(SHIPPED_CHECKPOINT if checkpoint is None else Path(checkpoint))
+        self.checkpoint = checkpoint
+        self.model = checkpoint.model.eval()
+
+    def preferred(self, question: str) -> str:
+        """The predictor the checkpoint's recorded test scores favour for ``question`` (``step_time``,
+        ``whatif:kernel_faster:gemm``...): ``gnn`` when nothing was recorded or asked before."""
+        preferred = self.checkpoint.metrics.get("preferred", {})
+        return str(preferred.get(question, "gnn")) if isinstance(preferred, dict) else "gnn"
+
+    def predict_graph(self, sg: StepGraph) -> StepPrediction:
+        """Predicts one (possibly edited) step graph."""
+        started = time.process_time()
+        data = to_hetero(sg)
+        x = {t: data[t].x for t in NODE_TYPES if t in data.node_types and data[t].num_nodes}
+        with torch.no_grad():
+            out = self.model(x, {k: data[k].edge_index for k in data.edge_types})
+        on_path = np.zeros(len(sg), dtype=np.float32)
+        share = np.zeros(len(sg), dtype=np.float32)
+        for t, logits in out.on_path_logit.items():
+            idx = data[t].index.numpy()
+            on_path[idx] = torch.sigmoid(logits).numpy()
+            share[idx] = out.share[t].numpy()
+        share[on_path < 0.5] = 0.0  # a node predicted off the path accounts for none of the wall time
+        latency = (time.process_time() - started) * 1e3
+        return StepPrediction(sg.step, math.exp(float(out.log_step_ms)), sg.node, on_path, share, latency,
+                              math.exp(float(out.log_replay_correction)))
+
+    def predict(self, a: Analysis, edits: list[Edit] = (), steps: tuple[int, ...] = ()) -> list[StepPrediction]:  # type: ignore[assignment]
+        """Every complete step of ``a`` (or only ``steps``), with ``edits`` applied to the features and
+        replayed, so that both the model's own answer and its corrected replay are there."""
+        graphs = step_graphs(a, bidirectional=self.model.config.bidirectional)
+        masks = [(e.select(a), e.speedup) for e in edits]
+        replayed = replayed_step_ms(a, list(edits))
+        out = []
+        for sg in graphs:
+            if steps and sg.step not in steps:
+                continue
+            for mask, speedup in masks:
+                sg = edit_features(sg, mask[sg.node], speedup)
+            out.append(replace(self.predict_graph(sg), replay_ms=replayed.get(sg.step, float("nan"))))
+        return out

@@ -1,0 +1,232 @@
+"""Training the HeteroGAT on a corpus: AdamW, early stopping on validation, a checkpoint of weights plus JSON.
+
+Every training step is one graph: an observed step (step time and per-node
+labels) or one of its what-if variants (the true step time after the edit,
+no per-node labels). A checkpoint is a folder: ``model.pt`` (the state dict,
+loadable with ``weights_only=True``) and ``config.json`` (model config, feature
+vocabulary, training settings and metrics).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from bottleneck_oracle.errors import ConfigError
+from bottleneck_oracle.gnn.baselines import aggregates
+from bottleneck_oracle.gnn.corpus import Sample
+from bottleneck_oracle.gnn.data import FEATURES, NODE_TYPES, OP_CLASSES, StepGraph, edit_features, to_hetero
+from bottleneck_oracle.gnn.model import HeteroGAT, ModelConfig, Output
+
+__all__ = ["TrainConfig", "Checkpoint", "train", "save_checkpoint", "load_checkpoint", "items", "loss_of", "graph_of",
+           "CHECKPOINT_VERSION", "record_metrics"]
+
+CHECKPOINT_VERSION = 1
+_WEIGHTS, _CONFIG, _BASELINES = "model.pt", "config.json", "baselines.npz"
+
+
+@dataclass(frozen=True, slots=True)
+class TrainConfig:
+    """Training settings (saved in the checkpoint)."""
+
+    epochs: int = 30
+    patience: int = 6
+    lr: float = 2e-3
+    weight_decay: float = 1e-4
+    seed: int = 0
+    hidden: int = 64
+    layers: int = 3
+    heads: int = 2
+    dropout: float = 0.1
+    bidirectional: bool = True
+    max_minutes: float = 15.0  # no epoch ends past it; with reading the corpus, within 20 minutes
+    graphs_per_sample: int = 4  # drawn afresh each epoch from a sample's steps and what-if variants
+    val_graphs: int = 64  # a fixed random subset of the validation graphs, scored after every epoch
+
+
+@dataclass
+class Checkpoint:
+    """A trained model, how it was trained, its metrics, and the aggregate rows the baselines refit on."""
+
+    model: HeteroGAT
+    train: dict[str, object]
+    metrics: dict[str, object] = field(default_factory=dict)
+    baseline_rows: tuple[np.ndarray, np.ndarray] | None = None  # (aggregates, log step ms)
+
+
+Item = tuple[StepGraph, "np.ndarray | None", float, float, float]
+
+
+def items(sample: Sample) -> list[Item]:
+    """(graph, edit mask or None, speed-up, true step ms, replayed step ms) for every observed step and
+    what-if variant."""
+    out: list[Item] = [(g, None, 1.0, g.step_ms, r) for g, r in zip(sample.graphs, sample.replay_ms)]
+    for w in sample.whatifs:
+        out += [(sample.graphs[i], mask, w.speedup, truth, r)
+                for i, mask, truth, r in zip(w.graphs, w.masks, w.true_ms, w.replay_ms)]
+    return out
+
+
+def graph_of(item: Item) -> StepGraph:
+    g, mask, speedup, truth, _ = item
+    return g if mask is None else edit_features(g, mask, speedup, truth)
+
+
+def _inputs(g: StepGraph) -> tuple[dict[str, Tensor], dict[tuple[str, str, str], Tensor], object]:
+    data = to_hetero(g)
+    x = {t: data[t].x for t in NODE_TYPES if t in data.node_types and data[t].num_nodes}
+    return x, {k: data[k].edge_index for k in data.edge_types}, data
+
+
+def loss_of(out: Output, data: object, g: StepGraph, replay_ms: float) -> Tensor:
+    """Squared log error of the step time and (in percent) of the correction to the replay, plus on the
+    observed graph: BCE of the on-path flag and the squared error of sqrt(share)."""
+    loss = (out.log_step_ms - math.log(g.step_ms)).pow(2).sum()
+    loss = loss + ((out.log_replay_correction - math.log(g.step_ms / replay_ms)) * 100).pow(2).sum()
+    if not g.has_labels:
+        return loss
+    logits = torch.cat([out.on_path_logit[t] for t in out.on_path_logit])
+    share = torch.cat([out.share[t] for t in out.share])
+    on_path = torch.cat([data[t].on_path for t in out.on_path_logit])  # type: ignore[index]
+    true_share = torch.cat([data[t].share for t in out.share])  # type: ignore[index]
+    bce = F.binary_cross_entropy_with_logits(logits, on_path)  # unweighted: 0.5 stays the decision threshold
+    return loss + bce + 10 * F.mse_loss((share + 1e-6).sqrt(), true_share.clamp(min=0).sqrt())
+
+
+def _relations(samples: list[Sample]) -> tuple[tuple[str, str, str], ...]:
+    return tuple(sorted({key for s in samples for g in s.graphs for key in g.edges}))
+
+
+def _validate(model: HeteroGAT, val: list[Item]) -> float:
+    model.eval()
+    errors = []
+    with torch.no_grad():
+        for item in val:
+            g = graph_of(item)
+            x, edges, _ = _inputs(g)
+            out = model(x, edges)
+            errors.append(abs(math.exp(float(out.log_step_ms)) / g.step_ms - 1))
+            errors.append(abs(item[4] * math.exp(float(out.log_replay_correction)) / g.step_ms - 1))
+    return float(np.mean(errors)) if errors else float("inf")
+
+
+def train(train_set: list[Sample], val_set: list[Sample], config: TrainConfig = TrainConfig(),
+          progress: Callable[[int, int, float, float], None] | None = None) -> Checkpoint:
+    """Trains a HeteroGAT; keeps the weights of the epoch with the lowest validation step-time MAPE.
+
+    Args:
+        progress: called after each epoch with (epoch, epochs, train loss, validation MAPE).
+
+    Raises:
+        ConfigError: no training graph.
+    """
+    per_sample = [items(s) for s in train_set]
+    val_items = [item for s in val_set for item in items(s)]
+    val_items = random.Random(config.seed).sample(val_items, min(len(val_items), config.val_graphs))
+    if not any(per_sample):
+        raise ConfigError("train: the training split holds no step graph")
+    random.seed(config.seed)
+    np.random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    model = HeteroGAT(ModelConfig(relations=_relations(train_set), hidden=config.hidden, layers=config.layers,
+                                  heads=config.heads, dropout=config.dropout, bidirectional=config.bidirectional))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(config.epochs, 1))
+    best, best_state, stale, history = float("inf"), None, 0, []
+    started = time.monotonic()
+    rng = random.Random(config.seed)
+    for epoch in range(1, config.epochs + 1):
+        model.train()
+        drawn = [item for pool in per_sample for item in rng.sample(pool, min(config.graphs_per_sample, len(pool)))]
+        rng.shuffle(drawn)
+        total = 0.0
+        for item in drawn:
+            g = graph_of(item)
+            x, edges, data = _inputs(g)
+            loss = loss_of(model(x, edges), data, g, item[4])
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            total += loss.item()
+        scheduler.step()
+        val_mape = _validate(model, val_items)
+        history.append({"epoch": epoch, "train_loss": total / len(drawn), "val_step_mape": val_mape})
+        if progress:
+            progress(epoch, config.epochs, total / len(drawn), val_mape)
+        if val_mape < best:
+            best, stale = val_mape, 0
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        else:
+            stale += 1
+        elapsed = time.monotonic() - started
+        if stale >= config.patience or (elapsed + elapsed / epoch) / 60 > config.max_minutes:
+            break  # out of patience, or another epoch would end past the time budget
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    train_info = {
+        "config": {k: getattr(config, k) for k in TrainConfig.__dataclass_fields__},
+        "history": history, "best_val_step_mape": best, "seconds": round(time.monotonic() - started, 1),
+        "graphs": {"train": sum(map(len, per_sample)), "val": len(val_items)},
+        "samples": {"train": [s.sample_id for s in train_set], "val": [s.sample_id for s in val_set]},
+    }
+    rows = [(aggregates(graph_of(item)), math.log(item[3])) for pool in per_sample for item in pool]
+    baseline_rows = (np.stack([r for r, _ in rows]), np.array([y for _, y in rows]))
+    return Checkpoint(model.eval(), train_info, baseline_rows=baseline_rows)
+
+
+def save_checkpoint(ckpt: Checkpoint, out: Path) -> Path:
+    """Writes ``out/model.pt`` and ``out/config.json``; returns ``out``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save(ckpt.model.state_dict(), out / _WEIGHTS)
+    if ckpt.baseline_rows is not None:
+        np.savez_compressed(out / _BASELINES, features=ckpt.baseline_rows[0], log_step_ms=ckpt.baseline_rows[1])
+    meta = {
+        "version": CHECKPOINT_VERSION, "model": ckpt.model.config.to_json(), "features": list(FEATURES),
+        "node_types": list(NODE_TYPES), "op_classes": [list(c) for c in OP_CLASSES],
+        "train": ckpt.train, "metrics": ckpt.metrics,
+    }
+    (out / _CONFIG).write_text(json.dumps(meta, indent=1) + "\n")
+    return out
+
+
+def record_metrics(path: Path, metrics: dict[str, object]) -> None:
+    """Stores evaluation metrics in a checkpoint's ``config.json`` (weights untouched)."""
+    config = Path(path) / _CONFIG
+    meta = json.loads(config.read_text())
+    meta["metrics"] = metrics
+    config.write_text(json.dumps(meta, indent=1) + "\n")
+
+
+def load_checkpoint(path: Path) -> Checkpoint:
+    """Loads a checkpoint folder.
+
+    Raises:
+        ConfigError: missing files, another version, or a feature vocabulary unlike this code's.
+    """
+    path = Path(path)
+    if not (path / _WEIGHTS).is_file() or not (path / _CONFIG).is_file():
+        raise ConfigError(f"{path}: not a checkpoint (needs {_WEIGHTS} and {_CONFIG}); train one with `oracle train`")
+    meta = json.loads((path / _CONFIG).read_text())
+    if meta.get("version") != CHECKPOINT_VERSION:
+        raise ConfigError(f"{path}: checkpoint version {meta.get('version')}, this code reads {CHECKPOINT_VERSION}")
+    if meta["features"] != list(FEATURES) or meta["node_types"] != list(NODE_TYPES):
+        raise ConfigError(f"{path}: the checkpoint's feature vocabulary differs from this code's; retrain it")
+    model = HeteroGAT(ModelConfig.from_json(meta["model"]))
+    model.load_state_dict(torch.load(path / _WEIGHTS, weights_only=True))
+    rows = None
+    if (path / _BASELINES).is_file():
+        with np.load(path / _BASELINES, allow_pickle=False) as saved:
+            rows = (saved["features"], saved["log_step_ms"])
+    return Checkpoint(model.eval(), meta["train"], meta.get("metrics", {}), rows)

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from bottleneck_oracle.dag.types import NodeKind
+from bottleneck_oracle.gnn.corpus import load_sample, node_edit, replayed_step_ms
+from tests.dag.synth_cases import synth_case
+
+
+def test_splits_hold_their_samples_with_what_ifs(tiny_splits) -> None:  # type: ignore[no-untyped-def]
+    assert {k: len(v) for k, v in tiny_splits.items()} == {"train": 3, "val": 1, "test": 1, "ood": 1}
+    sample = tiny_splits["test"][0]  # dp=4: gemm, attention and all-reduce edits
+    assert [w.label for w in sample.whatifs] == [
+        "kernel_faster:gemm", "kernel_faster:attention", "collective_faster:allreduce"]
+    for w in sample.whatifs:
+        assert len(w.masks) == len(w.true_ms) == len(w.replay_ms) == len(sample.graphs)
+        assert all(m.any() for m in w.masks)
+    # replaying the observed DAG gives back every observed step time
+    assert sample.replay_ms == pytest.approx([g.step_ms for g in sample.graphs], rel=1e-6)
+
+
+def test_node_edits_pick_the_nodes_the_edit_names() -> None:
+    a, _ = synth_case("tiny", dp=2)
+    edit, mask = node_edit(a, "kernel_faster", "gemm", 2.0)
+    assert mask.any() and (a.graph.kind[mask] == NodeKind.KERNEL).all()
+    assert np.array_equal(edit.select(a), mask)  # replay edits exactly the nodes the model sees edited
+    _, comm = node_edit(a, "collective_faster", "allreduce", 2.0)
+    assert comm.any() and (a.graph.kind[comm] == NodeKind.COMM).all()
+    assert node_edit(a, "microbatches", "", 2.0) is None
+
+
+def test_replay_of_a_faster_kernel_class_is_never_slower() -> None:
+    a, _ = synth_case("tiny", dp=2)
+    edit, _ = node_edit(a, "kernel_faster", "gemm", 2.0)
+    before, after = replayed_step_ms(a, []), replayed_step_ms(a, [edit])
+    assert before.keys() == after.keys() and all(after[s] <= before[s] + 1e-6 for s in before)
+
+
+def test_load_sample_reads_a_folder_without_whatifs(tiny_corpus, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    folder = next((tiny_corpus / "train").iterdir())
+    copy = shutil.copytree(folder, tmp_path / folder.name, ignore=shutil.ignore_patterns("whatif.json"))
+    sample = load_sample(copy)
+    assert sample.whatifs == [] and len(sample.graphs) == 4 and sample.sample_id == folder.name
+
+
+def test_captures_are_read_as_one_split(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from bottleneck_oracle.errors import ConfigError
+    from bottleneck_oracle.gnn.corpus import load_captures
+    from tests.conftest import REPO
+
+    with pytest.raises(ConfigError, match="oracle capture"):
+        load_captures(tmp_path)
+    shutil.copytree(REPO / "examples" / "gpt_2rank", tmp_path / "gpt_2rank")
+    (sample,) = load_captures(tmp_path)
+    assert sample.split == "captured" and sample.sample_id == "gpt_2rank"
+    assert len(sample.graphs) >= 4 and sample.whatifs == []
+    assert sample.replay_ms == pytest.approx([g.step_ms for g in sample.graphs], rel=1e-6)
+
+
+def test_what_if_truth_missing_a_step_is_refused(tiny_corpus, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from bottleneck_oracle.errors import ConfigError
+
+    folder = next((tiny_corpus / "test").iterdir())
+    copy = shutil.copytree(folder, tmp_path / folder.name)
+    raw = json.loads((copy / "whatif.json").read_text())
+    raw["edits"][0]["step_ms"] = [row for row in raw["edits"][0]["step_ms"] if row[0] != 2]
+    (copy / "whatif.json").write_text(json.dumps(raw))
+    with pytest.raises(ConfigError, match=r"lacks steps \[2\]"):
+        load_sample(copy)
+
+
+@pytest.mark.slow
+def test_a_real_recapture_without_a_stall_is_a_node_edit(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from bottleneck_oracle.gnn.corpus import load_captures
+    from tests.test_cli import _oracle
+
+    out = _oracle("capture", tmp_path / "cap", "--ranks", "2", "--steps", "5",
+                  "--inject", "dataloader_stall@4:1=150ms", "--whatif", "remove_injection=0")
+    assert out.returncode == 0, out.stderr
+    (sample,) = load_captures(tmp_path / "cap")
+    (w,) = sample.whatifs
+    assert w.label == "remove_injection" and [sample.graphs[i].step for i in w.graphs] == [4]
+    (mask,) = w.masks
+    assert mask.sum() == 1  # the stalled fetch on rank 1
+    observed = sample.graphs[w.graphs[0]].step_ms
+    assert observed - w.replay_ms[0] == pytest.approx(150, abs=30)  # replay gives the stall back
+    assert w.true_ms[0] < observed - 100  # and so did the re-capture

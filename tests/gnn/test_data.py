@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from bottleneck_oracle.dag.types import NodeKind
+from bottleneck_oracle.gnn.data import (
+    FEATURES, NODE_TYPES, edit_features, node_ranks, op_class_mask, step_graphs, to_hetero,
+)
+from tests.dag.synth_cases import synth_case
+
+_C = {name: i for i, name in enumerate(FEATURES)}
+
+
+def _case():  # type: ignore[no-untyped-def]
+    a, _ = synth_case("tiny", dp=2)
+    return a
+
+
+def test_features_do_not_change_when_the_labels_are_permuted() -> None:
+    a = _case()
+    rng = np.random.default_rng(0)
+    n = len(a.graph)
+    shuffled = tuple(replace(r, path_node=rng.integers(n, size=len(r.path_node)),
+                             path_dur_ns=rng.permutation(r.path_dur_ns)) for r in a.steps)
+    permuted = replace(a, steps=shuffled, slack_ns=rng.permutation(a.slack_ns))
+    before, after = step_graphs(a), step_graphs(permuted)
+    assert [g.step for g in before] == [g.step for g in after] == [1, 2, 3, 4]
+    for g, h in zip(before, after):
+        assert np.array_equal(g.x, h.x) and g.edges.keys() == h.edges.keys()
+        assert all(np.array_equal(g.edges[k], h.edges[k]) for k in g.edges)
+    assert any(not np.array_equal(g.on_path, h.on_path) for g, h in zip(before, after))  # the labels did move
+
+
+def test_labels_come_from_the_slowest_ranks_critical_path() -> None:
+    a = _case()
+    for g in step_graphs(a):
+        reports = [r for r in a.steps if r.step == g.step]
+        slowest = max(reports, key=lambda r: r.wall_ns)
+        assert g.step_ms == pytest.approx(slowest.wall_ns / 1e6)
+        on_path = set(slowest.path_node[slowest.path_node >= 0].tolist())
+        assert set(g.node[g.on_path].tolist()) == on_path & set(g.node.tolist())
+        assert 0.5 < g.share.sum() <= 1.0 + 1e-6 and (g.share[~g.on_path] == 0).all()
+
+
+def test_features_read_the_trace() -> None:
+    a = _case()
+    g = step_graphs(a)[0]
+    assert g.x.shape == (len(g), len(FEATURES)) and np.isfinite(g.x).all()
+    graph = a.graph
+    dur_us = graph.dur_ns[g.node] / 1e3
+    assert np.allclose(np.expm1(g.x[:, _C["log_dur_us"]]), dur_us, rtol=1e-5, atol=1e-3)
+    assert np.array_equal(node_ranks(g.x), graph.rank[g.node])
+    gemm = op_class_mask(graph, "gemm")[g.node] & (graph.kind[g.node] == NodeKind.KERNEL)
+    assert gemm.sum() > 0 and (g.x[gemm, _C["class_gemm"]] == 1).all()
+    assert (g.x[:, [_C[f"hash_{i}"] for i in range(16)]].sum(1) == 1).all()
+    assert "ProfilerStep#" not in {graph.trace.strings[n] for n in graph.name[g.node]}  # the step itself is no node
+    with pytest.raises(ValueError):
+        op_class_mask(graph, "nonsense")
+
+
+def test_edit_shortens_only_the_edited_nodes() -> None:
+    g = step_graphs(_case())[0]
+    edited = g.x[:, _C["class_gemm"]] == 1
+    faster = edit_features(g, edited, 2.0, step_ms=1.0)
+    dur = np.expm1(g.x[:, _C["log_dur_us"]].astype(np.float64))
+    new = np.expm1(faster.x[:, _C["log_dur_us"]].astype(np.float64))
+    assert np.allclose(new[edited], dur[edited] / 2, rtol=1e-4)
+    assert np.array_equal(faster.x[~edited][:, _C["log_dur_us"]], g.x[~edited][:, _C["log_dur_us"]])
+    assert (faster.x[edited, _C["edit_log_speedup"]] == np.float32(np.log(2.0))).all()
+    assert not faster.has_labels and faster.step_ms == 1.0 and g.has_labels
+    removed = edit_features(g, edited, float("inf"))
+    assert (removed.x[edited, _C["dur_ms"]] == 0).all() and (removed.x[edited, _C["removed"]] == 1).all()
+
+
+def test_hetero_data_keeps_every_node_and_edge() -> None:
+    g = step_graphs(_case())[0]
+    data = to_hetero(g)
+    assert sum(data[t].num_nodes for t in NODE_TYPES) == len(g)
+    for key in data.edge_types:
+        src, _, dst = key
+        index = data[key].edge_index
+        assert index[0].max() < data[src].num_nodes and index[1].max() < data[dst].num_nodes
+    assert ("runtime", "launch", "kernel") in data.edge_types and ("kernel", "rev_launch", "runtime") in data.edge_types
+    directed = step_graphs(_case(), bidirectional=False)[0]
+    assert not any(rel.startswith("rev_") for _, rel, _ in directed.edges)
+    assert len(g.edges) == 2 * len(directed.edges)

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import pytest
+
+from bottleneck_oracle.dag.types import NodeKind
+from bottleneck_oracle.dag.whatif import Edit
+from bottleneck_oracle.gnn.predict import SHIPPED_CHECKPOINT, Predictor
+from tests.dag.synth_cases import synth_case
+
+
+def test_the_shipped_checkpoint_predicts_a_step_and_its_critical_nodes() -> None:
+    a, _ = synth_case("gpt2-small", dp=2)
+    predictor = Predictor()
+    assert predictor.checkpoint.train["config"]["seed"] == 0
+    predictions = predictor.predict(a)
+    assert [p.step for p in predictions] == [1, 2, 3, 4]
+    walls = {r.step: 0 for r in a.steps}
+    for r in a.steps:
+        walls[r.step] = max(walls[r.step], r.wall_ns / 1e6)
+    for p in predictions:
+        assert p.step_ms == pytest.approx(walls[p.step], rel=0.1)
+        assert p.replay_ms == pytest.approx(walls[p.step], rel=1e-6)
+        assert len(p.on_path) == len(p.node) and ((p.on_path >= 0) & (p.on_path <= 1)).all()
+        assert p.latency_ms > 0
+    assert (SHIPPED_CHECKPOINT / "config.json").is_file()
+
+
+def test_a_faster_kernel_class_predicts_a_shorter_step() -> None:
+    a, _ = synth_case("gpt2-small", dp=2)
+    predictor = Predictor()
+    before = predictor.predict(a, steps=(2,))
+    after = predictor.predict(a, [Edit(4.0, kinds=(NodeKind.KERNEL,), name="gemm")], steps=(2,))
+    assert [p.step for p in after] == [2]
+    assert after[0].step_ms < before[0].step_ms
+    assert after[0].corrected_ms < before[0].corrected_ms
+    assert after[0].replay_ms < before[0].replay_ms
+
+
+def test_predictor_takes_a_checkpoint_folder(tiny_checkpoint, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from bottleneck_oracle.gnn.train import save_checkpoint
+
+    folder = save_checkpoint(tiny_checkpoint, tmp_path / "ckpt")
+    a, _ = synth_case("tiny", dp=2)
+    from_folder, from_object = Predictor(folder).predict(a), Predictor(tiny_checkpoint).predict(a)
+    assert [p.step_ms for p in from_folder] == pytest.approx([p.step_ms for p in from_object])

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from bottleneck_oracle.errors import ConfigError
+from bottleneck_oracle.gnn.data import FEATURES
+from bottleneck_oracle.gnn.data import to_hetero
+from bottleneck_oracle.gnn.train import (
+    CHECKPOINT_VERSION, Checkpoint, graph_of, items, load_checkpoint, loss_of, save_checkpoint, train,
+)
+from tests.gnn.conftest import TINY_TRAINING
+
+
+def test_items_cover_observed_steps_and_every_what_if(tiny_splits) -> None:  # type: ignore[no-untyped-def]
+    sample = tiny_splits["train"][0]
+    got = items(sample)
+    observed = [i for i in got if i[1] is None]
+    assert len(observed) == len(sample.graphs)
+    assert len(got) == len(sample.graphs) * (1 + len(sample.whatifs))
+    assert all(truth > 0 and replayed > 0 for _, _, _, truth, replayed in got)
+
+
+def test_checkpoint_round_trips_as_weights_and_json(tiny_checkpoint: Checkpoint, tmp_path: Path) -> None:
+    out = save_checkpoint(tiny_checkpoint, tmp_path / "ckpt")
+    meta = json.loads((out / "config.json").read_text())
+    assert meta["version"] == CHECKPOINT_VERSION and meta["features"] == list(FEATURES)
+    assert meta["train"]["config"]["seed"] == 0 and len(meta["train"]["history"]) >= 1
+    torch.load(out / "model.pt", weights_only=True)  # a state dict, no pickled classes
+    loaded = load_checkpoint(out)
+    for name, value in tiny_checkpoint.model.state_dict().items():
+        assert torch.equal(loaded.model.state_dict()[name], value)
+    assert loaded.baseline_rows is not None
+    assert loaded.baseline_rows[0].shape[0] == meta["train"]["graphs"]["train"]
+
+
+def test_training_is_reproducible_by_seed(tiny_splits, tiny_checkpoint: Checkpoint) -> None:  # type: ignore[no-untyped-def]
+    again = train(tiny_splits["train"], tiny_splits["val"], TINY_TRAINING)
+    for name, value in tiny_checkpoint.model.state_dict().items():
+        assert torch.allclose(again.model.state_dict()[name], value)
+    assert again.train["history"] == tiny_checkpoint.train["history"] or all(
+        a["train_loss"] == pytest.approx(b["train_loss"])
+        for a, b in zip(again.train["history"], tiny_checkpoint.train["history"]))
+
+
+def _mean_loss(model, samples) -> float:  # type: ignore[no-untyped-def]
+    losses = []
+    with torch.no_grad():
+        for item in (i for s in samples for i in items(s)):
+            g = graph_of(item)
+            data = to_hetero(g)
+            x = {t: data[t].x for t in data.node_types if data[t].num_nodes}
+            losses.append(loss_of(model.eval()(x, {k: data[k].edge_index for k in data.edge_types}), data, g,
+                                  item[4]).item())
+    return sum(losses) / len(losses)
+
+
+def test_training_lowers_the_loss(tiny_splits, tiny_checkpoint: Checkpoint) -> None:  # type: ignore[no-untyped-def]
+    untrained = train(tiny_splits["train"], tiny_splits["val"], replace(TINY_TRAINING, epochs=0))
+    assert untrained.train["history"] == []
+    before = _mean_loss(untrained.model, tiny_splits["train"])
+    assert _mean_loss(tiny_checkpoint.model, tiny_splits["train"]) < 0.8 * before
+
+
+def test_bad_checkpoints_are_refused(tiny_checkpoint: Checkpoint, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not a checkpoint"):
+        load_checkpoint(tmp_path)
+    out = save_checkpoint(tiny_checkpoint, tmp_path / "old")
+    meta = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**meta, "version": 0}))
+    with pytest.raises(ConfigError, match="version"):
+        load_checkpoint(out)
+    (out / "config.json").write_text(json.dumps({**meta, "features": meta["features"][:-1]}))
+    with pytest.raises(ConfigError, match="retrain"):
+        load_checkpoint(out)
+
+
+def test_training_needs_graphs() -> None:
+    with pytest.raises(ConfigError, match="no step graph"):
+        train([], [], TINY_TRAINING)
