@@ -24,7 +24,7 @@ import torch  # noqa: E402
 from bottleneck_oracle.dag.analysis import analyze  # noqa: E402
 from bottleneck_oracle.dag.types import NodeKind  # noqa: E402
 from bottleneck_oracle.dag.whatif import Edit, replay  # noqa: E402
-from bottleneck_oracle.gnn.data import edit_features, step_graphs, to_hetero  # noqa: E402
+from bottleneck_oracle.gnn.data import edit_features, model_inputs, step_graphs  # noqa: E402
 from bottleneck_oracle.gnn.predict import Predictor  # noqa: E402
 from bottleneck_oracle.gnn.train import loss_of  # noqa: E402
 from bottleneck_oracle.traces import read_trace  # noqa: E402
@@ -68,9 +68,8 @@ def main() -> int:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
     def train_step() -> None:
-        data = to_hetero(g)
-        x = {t: data[t].x for t in data.node_types if data[t].num_nodes}
-        loss = loss_of(model(x, {k: data[k].edge_index for k in data.edge_types}), data, g, g.step_ms)
+        x, edges, data = model_inputs(g)
+        loss = loss_of(model(x, edges), data, g, g.step_ms)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

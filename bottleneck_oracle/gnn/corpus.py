@@ -30,7 +30,10 @@ from bottleneck_oracle.traces.instrument import CHECKPOINT_ANNOTATION, LOAD_ANNO
 from bottleneck_oracle.traces.manifest import MANIFEST_NAME
 from bottleneck_oracle.traces.synth.whatif import WHATIF_NAME
 
-__all__ = ["WhatIf", "Sample", "node_edit", "injection_removal", "load_sample", "load_split", "load_captures", "replayed_step_ms"]
+__all__ = [
+    "WhatIf", "Sample", "node_edit", "injection_removal", "load_sample", "load_split", "load_captures",
+    "replayed_step_ms",
+]
 
 
 @dataclass(frozen=True, slots=True)

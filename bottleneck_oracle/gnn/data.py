@@ -13,6 +13,7 @@ does downstream.
 
 from __future__ import annotations
 
+import functools
 import re
 import zlib
 from dataclasses import dataclass, field, replace
@@ -26,7 +27,7 @@ from bottleneck_oracle.dag.types import EdgeType, NodeKind, Role
 
 __all__ = [
     "NODE_TYPES", "OP_CLASSES", "COLLECTIVES", "FEATURES", "StepGraph", "step_graphs", "edit_features",
-    "to_hetero", "op_class_mask", "node_ranks",
+    "to_hetero", "model_inputs", "op_class_mask", "node_ranks",
 ]
 
 NODE_TYPES = ("cpu_op", "annotation", "runtime", "kernel", "memcpy", "comm")
@@ -97,6 +98,7 @@ class StepGraph:
         return len(self.node)
 
 
+@functools.lru_cache(maxsize=8)  # step_graphs and every op-class edit of one trace classify the same strings
 def _classes(strings: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per interned string: op class (-1 none), collective (-1 none), hash bucket."""
     patterns = [re.compile(p) for _, p in OP_CLASSES]
@@ -324,3 +326,11 @@ def to_hetero(sg: StepGraph):  # type: ignore[no-untyped-def]
     data.step_ms = torch.tensor([sg.step_ms], dtype=torch.float32)
     data.has_labels = sg.has_labels
     return data
+
+
+def model_inputs(sg: StepGraph):  # type: ignore[no-untyped-def]
+    """What the model's forward takes, node features and edge indexes by type, plus the HeteroData
+    (which holds the labels the loss reads)."""
+    data = to_hetero(sg)
+    x = {t: data[t].x for t in NODE_TYPES if t in data.node_types and data[t].num_nodes}
+    return x, {k: data[k].edge_index for k in data.edge_types}, data

@@ -95,14 +95,14 @@ class HeteroGAT(nn.Module):
             return torch.zeros(())
         first = x[next(iter(x))]
         world = int(round(float(first[0, _LOG2_WORLD].exp2())))
+        rank = {t: torch.round(v[:, _RANK_FRAC] * max(world - 1, 1)).long().clamp(0, world - 1)
+                for t, v in x.items()}
         span = torch.zeros(world)
-        given = torch.zeros(world)
         for t, v in x.items():
-            rank = torch.round(v[:, _RANK_FRAC] * max(world - 1, 1)).long().clamp(0, world - 1)
-            span = span.scatter_reduce(0, rank, torch.expm1(v[:, _LOG_SPAN]) / 1e3, reduce="amax")
+            span = span.scatter_reduce(0, rank[t], torch.expm1(v[:, _LOG_SPAN]) / 1e3, reduce="amax")
+        given = torch.zeros(world)
         for t, gain in gains:
-            rank = torch.round(x[t][:, _RANK_FRAC] * max(world - 1, 1)).long().clamp(0, world - 1)
-            given = given.index_add(0, rank, gain)
+            given = given.index_add(0, rank[t], gain)
         after = torch.clamp(span - given, min=0.05 * span).max()
         return torch.log(after / span.max().clamp(min=1e-6))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import torch
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.whatif import Edit
 from bottleneck_oracle.gnn.corpus import replayed_step_ms
-from bottleneck_oracle.gnn.data import NODE_TYPES, StepGraph, edit_features, step_graphs, to_hetero
+from bottleneck_oracle.gnn.data import StepGraph, edit_features, model_inputs, step_graphs
 from bottleneck_oracle.gnn.train import Checkpoint, load_checkpoint
 
 __all__ = ["SHIPPED_CHECKPOINT", "StepPrediction", "Predictor"]
@@ -73,10 +74,9 @@ class Predictor:
     def predict_graph(self, sg: StepGraph) -> StepPrediction:
         """Predicts one (possibly edited) step graph."""
         started = time.process_time()
-        data = to_hetero(sg)
-        x = {t: data[t].x for t in NODE_TYPES if t in data.node_types and data[t].num_nodes}
+        x, edges, data = model_inputs(sg)
         with torch.no_grad():
-            out = self.model(x, {k: data[k].edge_index for k in data.edge_types})
+            out = self.model(x, edges)
         on_path = np.zeros(len(sg), dtype=np.float32)
         share = np.zeros(len(sg), dtype=np.float32)
         for t, logits in out.on_path_logit.items():
@@ -88,7 +88,7 @@ class Predictor:
         return StepPrediction(sg.step, math.exp(float(out.log_step_ms)), sg.node, on_path, share, latency,
                               math.exp(float(out.log_replay_correction)))
 
-    def predict(self, a: Analysis, edits: list[Edit] = (), steps: tuple[int, ...] = ()) -> list[StepPrediction]:  # type: ignore[assignment]
+    def predict(self, a: Analysis, edits: Sequence[Edit] = (), steps: tuple[int, ...] = ()) -> list[StepPrediction]:
         """Every complete step of ``a`` (or only ``steps``), with ``edits`` applied to the features and
         replayed, so that both the model's own answer and its corrected replay are there."""
         graphs = step_graphs(a, bidirectional=self.model.config.bidirectional)

@@ -25,7 +25,7 @@ from torch.nn import functional as F
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.gnn.baselines import aggregates
 from bottleneck_oracle.gnn.corpus import Sample
-from bottleneck_oracle.gnn.data import FEATURES, NODE_TYPES, OP_CLASSES, StepGraph, edit_features, to_hetero
+from bottleneck_oracle.gnn.data import FEATURES, NODE_TYPES, OP_CLASSES, StepGraph, edit_features, model_inputs
 from bottleneck_oracle.gnn.model import HeteroGAT, ModelConfig, Output
 
 __all__ = ["TrainConfig", "Checkpoint", "train", "save_checkpoint", "load_checkpoint", "items", "loss_of", "graph_of",
@@ -82,12 +82,6 @@ def graph_of(item: Item) -> StepGraph:
     return g if mask is None else edit_features(g, mask, speedup, truth)
 
 
-def _inputs(g: StepGraph) -> tuple[dict[str, Tensor], dict[tuple[str, str, str], Tensor], object]:
-    data = to_hetero(g)
-    x = {t: data[t].x for t in NODE_TYPES if t in data.node_types and data[t].num_nodes}
-    return x, {k: data[k].edge_index for k in data.edge_types}, data
-
-
 def loss_of(out: Output, data: object, g: StepGraph, replay_ms: float) -> Tensor:
     """Squared log error of the step time and (in percent) of the correction to the replay, plus on the
     observed graph: BCE of the on-path flag and the squared error of sqrt(share)."""
@@ -113,7 +107,7 @@ def _validate(model: HeteroGAT, val: list[Item]) -> float:
     with torch.no_grad():
         for item in val:
             g = graph_of(item)
-            x, edges, _ = _inputs(g)
+            x, edges, _ = model_inputs(g)
             out = model(x, edges)
             errors.append(abs(math.exp(float(out.log_step_ms)) / g.step_ms - 1))
             errors.append(abs(item[4] * math.exp(float(out.log_replay_correction)) / g.step_ms - 1))
@@ -152,7 +146,7 @@ def train(train_set: list[Sample], val_set: list[Sample], config: TrainConfig = 
         total = 0.0
         for item in drawn:
             g = graph_of(item)
-            x, edges, data = _inputs(g)
+            x, edges, data = model_inputs(g)
             loss = loss_of(model(x, edges), data, g, item[4])
             optimizer.zero_grad()
             loss.backward()

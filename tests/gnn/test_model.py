@@ -4,23 +4,17 @@ import math
 
 import torch
 
-from bottleneck_oracle.gnn.data import step_graphs, to_hetero
+from bottleneck_oracle.gnn.data import model_inputs, step_graphs
 from bottleneck_oracle.gnn.model import HeteroGAT, ModelConfig
 from bottleneck_oracle.gnn.train import loss_of
 from tests.dag.synth_cases import synth_case
-
-
-def _inputs(g):  # type: ignore[no-untyped-def]
-    data = to_hetero(g)
-    x = {t: data[t].x for t in data.node_types if data[t].num_nodes}
-    return x, {k: data[k].edge_index for k in data.edge_types}, data
 
 
 def test_heads_give_one_value_per_node_and_one_per_step() -> None:
     a, _ = synth_case("tiny", dp=2)
     g = step_graphs(a)[0]
     model = HeteroGAT(ModelConfig(relations=tuple(sorted(g.edges)), hidden=16, layers=2)).eval()
-    x, edges, data = _inputs(g)
+    x, edges, data = model_inputs(g)
     out = model(x, edges)
     assert {t: len(v) for t, v in out.on_path_logit.items()} == {t: len(v) for t, v in x.items()}
     assert all(((s >= 0) & (s <= 1)).all() for s in out.share.values())
@@ -37,7 +31,7 @@ def test_a_few_steps_of_adamw_fit_one_graph() -> None:
     g = step_graphs(a)[0]
     model = HeteroGAT(ModelConfig(relations=tuple(sorted(g.edges)), hidden=16, layers=2, dropout=0.0))
     optimizer = torch.optim.AdamW(model.parameters(), lr=5e-3)
-    x, edges, data = _inputs(g)
+    x, edges, data = model_inputs(g)
     losses = []
     for _ in range(30):
         loss = loss_of(model(x, edges), data, g, g.step_ms)

@@ -9,7 +9,7 @@ import torch
 
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.gnn.data import FEATURES
-from bottleneck_oracle.gnn.data import to_hetero
+from bottleneck_oracle.gnn.data import model_inputs
 from bottleneck_oracle.gnn.train import (
     CHECKPOINT_VERSION, Checkpoint, graph_of, items, load_checkpoint, loss_of, save_checkpoint, train,
 )
@@ -52,10 +52,8 @@ def _mean_loss(model, samples) -> float:  # type: ignore[no-untyped-def]
     with torch.no_grad():
         for item in (i for s in samples for i in items(s)):
             g = graph_of(item)
-            data = to_hetero(g)
-            x = {t: data[t].x for t in data.node_types if data[t].num_nodes}
-            losses.append(loss_of(model.eval()(x, {k: data[k].edge_index for k in data.edge_types}), data, g,
-                                  item[4]).item())
+            x, edges, data = model_inputs(g)
+            losses.append(loss_of(model.eval()(x, edges), data, g, item[4]).item())
     return sum(losses) / len(losses)
 
 
