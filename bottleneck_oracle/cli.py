@@ -390,7 +390,8 @@ def train_command(
     data: Annotated[Path, typer.Option(help="Corpus built by `oracle dataset build`.")],
     out: Annotated[Path, typer.Option(help="Checkpoint folder to write (model.pt, config.json, baselines.npz).")],
     epochs: Annotated[int, typer.Option(help="At most this many epochs.")] = 30,
-    patience: Annotated[int, typer.Option(help="Stop after this many epochs without a better validation MAPE.")] = 6,
+    patience: Annotated[int, typer.Option(help="Stop after this many epochs without a better validation score "
+                                               "(step-time error plus the walk's miss of the critical path).")] = 6,
     seed: Annotated[int, typer.Option(help="Seeds Python, NumPy and torch.")] = 0,
     hidden: Annotated[int, typer.Option(help="Width of every layer.")] = 64,
     layers: Annotated[int, typer.Option(help="Message-passing layers.")] = 3,
@@ -407,11 +408,18 @@ def train_command(
                          bidirectional=not directed, max_minutes=max_minutes)
     with _bar(err, "training") as bar:
         task = bar.add_task("", total=epochs)
-        ckpt = train(train_set, val_set, config, progress=lambda e, total, loss, mape: bar.update(
-            task, completed=e, description=f"loss {loss:.4f}, val MAPE {mape * 100:.2f}%"))
+
+        def progress(epoch: int, total: int, loss: float, score: float) -> None:
+            line = f"epoch {epoch}/{total}: loss {loss:.4f}, val score {score:.4f}"
+            bar.update(task, completed=epoch, description=line)
+            if not err.is_terminal:  # a log file gets a line per epoch instead of a bar
+                err.print(line)
+
+        ckpt = train(train_set, val_set, config, progress=progress)
     save_checkpoint(ckpt, out)
     Console().print(f"{out}: trained on {len(train_set)} traces in {ckpt.train['seconds']} s, "
-                    f"best validation step-time MAPE {ckpt.train['best_val_step_mape'] * 100:.2f}%")
+                    f"best validation score {ckpt.train['best_val_score']:.4f} "
+                    "(step-time error plus the walk's miss of the critical path)")
 
 
 @app.command("gnn-eval")

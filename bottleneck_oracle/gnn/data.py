@@ -26,7 +26,7 @@ from bottleneck_oracle.dag.names import collective_type
 from bottleneck_oracle.dag.types import EdgeType, NodeKind, Role
 
 __all__ = [
-    "NODE_TYPES", "OP_CLASSES", "COLLECTIVES", "FEATURES", "StepGraph", "step_graphs", "edit_features",
+    "NODE_TYPES", "OP_CLASSES", "COLLECTIVES", "FEATURES", "StepGraph", "step_graphs", "edit_features", "rewire",
     "to_hetero", "model_inputs", "op_class_mask", "node_ranks",
 ]
 
@@ -56,7 +56,8 @@ _SCALARS = (
     "log_dur_us", "dur_ms", "log_start_us", "start_ms", "log_end_us", "end_ms", "edited", "edit_log_speedup",
     "removed", "rank_frac", "log2_world", "log_bytes", "log_elems", "log_group", "gpu_lane", "lane_slot",
     "log_in_deg", "log_out_deg", "depth", "log_rank_span_us", "log_to_rank_end_us", "rank_span_frac", "longest_rank",
-    "log_gap_before_us", "log_gap_after_us", "log_launch_lag_us", "log_saved_us",
+    "log_gap_before_us", "log_gap_after_us", "log_launch_lag_us", "log_saved_us", "gstart_ms",
+    "log_overlap_us",
 )
 FEATURES: tuple[str, ...] = (
     _SCALARS + tuple(f"class_{c}" for c, _ in OP_CLASSES) + tuple(f"coll_{c}" for c in COLLECTIVES)
@@ -80,6 +81,8 @@ class StepGraph:
         step_ms (float): label: the step's wall time (its slowest rank).
         on_path (np.ndarray): bool[n] label: on the slowest rank's critical path.
         share (np.ndarray): float32[n] label: the share of that wall time the node accounts for.
+        path (np.ndarray): int64[K] label: that critical path as node positions in time order, a node
+            listed again where the path comes back to it (a parent after its child).
         has_labels (bool): False for an edited graph whose per-node truth is unknown.
     """
 
@@ -91,6 +94,7 @@ class StepGraph:
     step_ms: float
     on_path: np.ndarray
     share: np.ndarray
+    path: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     has_labels: bool = True
     meta: dict[str, object] = field(default_factory=dict)
 
@@ -158,6 +162,11 @@ def _static_features(g: ExecGraph, nodes: np.ndarray, step_start: np.ndarray, ca
     x[rows[coll >= 0], first + coll[coll >= 0]] = 1
     x[rows, _COL["role_other"] + g.role[nodes]] = 1
     x[rows, _COL["hash_0"] + bucket] = 1
+    # start against the earliest rank's step start: comparable across ranks, as a walk along
+    # collective edges needs
+    known = step_start[step_start > 0]
+    origin = known.min() if len(known) else g.start_ns[nodes].min()
+    x[:, _COL["gstart_ms"]] = (g.start_ns[nodes] - origin) / 1e6 / _MS
     _time_columns(x, dur_us, start_us)
     return x
 
@@ -210,6 +219,43 @@ def _gap_columns(x: np.ndarray, g: ExecGraph, nodes: np.ndarray, src: np.ndarray
     x[:, _COL["log_launch_lag_us"]] = np.log1p(lag)
 
 
+def _overlap_column(x: np.ndarray, g: ExecGraph, nodes: np.ndarray) -> None:
+    """How long each GPU compute node ran alongside its rank's communication, and each communication
+    node alongside its rank's compute: where the two interfere, a speed-up of one changes the other."""
+    kind, rank = g.kind[nodes], g.rank[nodes]
+    start = g.start_ns[nodes].astype(np.float64)
+    end = start + g.dur_ns[nodes]
+    comm = kind == NodeKind.COMM
+    compute = (kind == NodeKind.KERNEL) | (kind == NodeKind.MEMCPY) | (kind == NodeKind.MEMSET)
+    overlap = np.zeros(len(nodes))
+    for r in np.unique(rank[comm | compute]):
+        for mine, other in ((compute, comm), (comm, compute)):
+            target = np.flatnonzero(mine & (rank == r))
+            covered = _union(start[other & (rank == r)], end[other & (rank == r)])
+            if len(target) and covered is not None:
+                overlap[target] = _covered_before(covered, end[target]) - _covered_before(covered, start[target])
+    x[:, _COL["log_overlap_us"]] = np.log1p(np.maximum(overlap, 0) / 1e3)
+
+
+def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The union of intervals as disjoint sorted (starts, ends, time covered before each start)."""
+    if not len(start):
+        return None
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], np.maximum.accumulate(end[order])
+    new = np.r_[True, start[1:] > end[:-1]]
+    starts = start[new]
+    ends = end[np.r_[np.flatnonzero(new)[1:] - 1, len(end) - 1]]
+    return starts, ends, np.r_[0.0, np.cumsum(ends - starts)[:-1]]
+
+
+def _covered_before(union: tuple[np.ndarray, np.ndarray, np.ndarray], t: np.ndarray) -> np.ndarray:
+    starts, ends, before = union
+    i = np.searchsorted(starts, t, side="right") - 1
+    inside = np.clip(t - starts[np.maximum(i, 0)], 0, ends[np.maximum(i, 0)] - starts[np.maximum(i, 0)])
+    return np.where(i >= 0, before[np.maximum(i, 0)] + inside, 0.0)
+
+
 def _lane_slots(g: ExecGraph) -> np.ndarray:
     """Each lane's order among its rank's lanes of the same side (CPU threads, GPU streams), capped at 7."""
     lanes = g.trace.lanes
@@ -222,7 +268,8 @@ def _lane_slots(g: ExecGraph) -> np.ndarray:
     return slot
 
 
-def _labels(a: Analysis, step: int, nodes: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+def _labels(a: Analysis, step: int, nodes: np.ndarray,
+            local: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
     reports = [r for r in a.steps if r.step == step and (r.step, r.rank) not in a.partial_steps]
     slowest = max(reports, key=lambda r: r.wall_ns)
     wall = max(slowest.wall_ns, 1)
@@ -231,7 +278,14 @@ def _labels(a: Analysis, step: int, nodes: np.ndarray) -> tuple[float, np.ndarra
     np.add.at(contrib, slowest.path_node[owned], slowest.path_dur_ns[owned])
     on_path = np.zeros(len(a.graph), dtype=bool)
     on_path[slowest.path_node[owned]] = True
-    return wall / 1e6, on_path[nodes], (contrib[nodes] / wall).astype(np.float32)
+    # the path's nodes in time order, without the ProfilerStep range it passes through between
+    # top-level ops, and once per visit
+    order = np.argsort(slowest.path_start_ns, kind="stable")
+    visits = local[slowest.path_node[order][owned[order]]]
+    visits = visits[visits >= 0]
+    if len(visits):
+        visits = visits[np.r_[True, visits[1:] != visits[:-1]]]
+    return wall / 1e6, on_path[nodes], (contrib[nodes] / wall).astype(np.float32), visits.astype(np.int64)
 
 
 def step_graphs(a: Analysis, *, bidirectional: bool = True, max_nodes: int = 200_000) -> list[StepGraph]:
@@ -262,6 +316,7 @@ def step_graphs(a: Analysis, *, bidirectional: bool = True, max_nodes: int = 200
         step_start = np.array([start_of.get((int(r), step), 0) for r in g.rank[nodes]], dtype=np.int64)
         x = _static_features(g, nodes, step_start, cache, in_deg, out_deg)
         _gap_columns(x, g, nodes, src, dst, etype)
+        _overlap_column(x, g, nodes)
         t = ntype[nodes]
         edges: dict[tuple[str, str, str], np.ndarray] = {}
         for e in np.unique(etype):
@@ -277,9 +332,9 @@ def step_graphs(a: Analysis, *, bidirectional: bool = True, max_nodes: int = 200
                     edges[(NODE_TYPES[ts], rel, NODE_TYPES[td])] = pair
                     if bidirectional:
                         edges[(NODE_TYPES[td], f"rev_{rel}", NODE_TYPES[ts])] = pair[::-1].copy()
-        step_ms, on_path, share = _labels(a, step, nodes)
+        step_ms, on_path, share, path = _labels(a, step, nodes, local)
         out.append(StepGraph(step=step, node=nodes, ntype=t, x=x, edges=edges, step_ms=step_ms,
-                             on_path=on_path, share=share))
+                             on_path=on_path, share=share, path=path))
     return out
 
 
@@ -304,6 +359,42 @@ def edit_features(sg: StepGraph, edited: np.ndarray, speedup: float, step_ms: fl
     x[edited, _COL["edit_log_speedup"]] = _REMOVED_LOG_SPEEDUP if removed else np.log(speedup)
     x[edited, _COL["removed"]] = float(removed)
     return replace(sg, x=x, step_ms=step_ms, has_labels=False)
+
+
+def rewire(sg: StepGraph, remove: tuple[tuple[int, int], ...] = (),
+           add: tuple[tuple[int, str, int], ...] = ()) -> StepGraph:
+    """The graph as the model sees it with dependencies changed: a what-if that moves work (an
+    all-reduce onto its own stream, a send no longer waited for) rather than shortening it.
+
+    Args:
+        remove: (u, v) node positions: every edge u → v goes, with its reverse.
+        add: (u, relation, v): a new edge of ``relation`` (an EdgeType name, lower case), with its
+            reverse where the graph has reverse edges.
+
+    Raises:
+        ValueError: a position outside the graph or an unknown relation.
+    """
+    n = len(sg)
+    relations = {e.name.lower() for e in EdgeType}
+    for u, *rest in (*remove, *add):
+        v = rest[-1]
+        if not (0 <= u < n and 0 <= v < n):
+            raise ValueError(f"rewire: node position {u} or {v} is outside the step graph of {n} nodes")
+    if unknown := {rel for _, rel, _ in add} - relations:
+        raise ValueError(f"rewire: unknown relation {sorted(unknown)}; known: {', '.join(sorted(relations))}")
+    forward = np.array([u * n + v for u, v in remove], dtype=np.int64)
+    edges = {}
+    for key, pair in sg.edges.items():
+        # a reverse relation stores each pair the other way round
+        code = pair[1] * n + pair[0] if key[1].startswith("rev_") else pair[0] * n + pair[1]
+        edges[key] = pair[:, ~np.isin(code, forward)]
+    bidirectional = any(rel.startswith("rev_") for _, rel, _ in sg.edges)
+    for u, rel, v in add:
+        for key, pair in [((NODE_TYPES[sg.ntype[u]], rel, NODE_TYPES[sg.ntype[v]]), (u, v))] + (
+                [((NODE_TYPES[sg.ntype[v]], f"rev_{rel}", NODE_TYPES[sg.ntype[u]]), (v, u))] if bidirectional else []):
+            edges[key] = np.concatenate([edges.get(key, np.zeros((2, 0), dtype=np.int64)),
+                                         np.array(pair, dtype=np.int64).reshape(2, 1)], axis=1)
+    return replace(sg, edges={k: v for k, v in edges.items() if v.shape[1]}, has_labels=False)
 
 
 def to_hetero(sg: StepGraph):  # type: ignore[no-untyped-def]

@@ -6,10 +6,21 @@ observed step is the largest proposal. An edit then gives time back: each
 edited node returns to its rank a learned share (0 to 1.5) of the time the edit
 saved it, near 1 on the critical path, near 0 with slack, above 1 where
 shortening it also ends interference with overlapping work; the step ends with
-its latest rank after what each rank got back. A second graph-level head learns what replaying
+its latest rank after what each rank got back. A second head learns what replaying
 the edited DAG misses (interference between overlapping work): the correction,
-in log space, to apply to the replay's answer. Relations are fixed at construction (the
-corpus's metadata); an unseen relation at inference is ignored.
+in log space, to apply to the replay's answer: a step-level term plus, for every
+edited node, a learned fraction (-1 to 1) of the time it overlapped the other kind
+of GPU work (compute against communication), per rank, against the step's span.
+Relations are fixed at construction (the corpus's metadata); an unseen relation
+at inference is ignored.
+
+Criticality is also read as a walk: every node scores how likely it is to be where
+the step ends (terminal) or where its critical path starts (stop), and every edge
+u → v how likely u is what released v, from both embeddings, the relation and the
+edge's raw time gaps (v's start and end against u's end and start). Walking back
+from the terminal along the best-scored edges (``gnn/walk.py``) follows the binding
+dependencies across lanes and ranks as far as the path goes, which a few rounds
+of message passing cannot see.
 """
 
 from __future__ import annotations
@@ -27,8 +38,14 @@ __all__ = ["ModelConfig", "HeteroGAT", "Output"]
 
 _LOG_END = FEATURES.index("log_end_us")
 _LOG_SAVED = FEATURES.index("log_saved_us")
+_LOG_OVERLAP = FEATURES.index("log_overlap_us")
+_EDITED = FEATURES.index("edited")
 _LOG_SPAN = FEATURES.index("log_rank_span_us")
 _RANK_FRAC = FEATURES.index("rank_frac")
+_GSTART = FEATURES.index("gstart_ms")
+_DUR = FEATURES.index("dur_ms")
+_US_PER_UNIT = 1e5  # linear time features are in units of 100 ms
+_REL_DIM = 8
 _LOG2_WORLD = FEATURES.index("log2_world")
 _LOG_US_PER_MS = math.log(1e3)
 _MAX_GAIN = 1.5  # a node's speed-up can give back more than its own saved time (interference)
@@ -59,12 +76,28 @@ class ModelConfig:
 
 @dataclass(frozen=True, slots=True)
 class Output:
-    """Per node type: on-path logit and share of the wall time; the step's log wall time in ms."""
+    """Per node type: on-path logit and share of the wall time; the step's log wall time in ms; the
+    walk's scores (terminal and stop per node type, binding per relation's edge)."""
 
     on_path_logit: dict[str, Tensor]
     share: dict[str, Tensor]
     log_step_ms: Tensor  # [1]
     log_replay_correction: Tensor  # [1]: log(true / replayed) step time under the graph's edit
+    terminal_logit: dict[str, Tensor]
+    stop_logit: dict[str, Tensor]
+    edge_logit: dict[tuple[str, str, str], Tensor]
+
+
+def edge_times(x_src: Tensor, x_dst: Tensor, edge_index: Tensor) -> Tensor:
+    """[E, 3] signed log µs: v's start - u's end, v's end - u's end, v's start - u's start, for u → v."""
+    def ends(x: Tensor, i: Tensor) -> tuple[Tensor, Tensor]:
+        start = x[i, _GSTART].double() * _US_PER_UNIT
+        return start, start + x[i, _DUR].double() * _US_PER_UNIT
+
+    s_start, s_end = ends(x_src, edge_index[0])
+    d_start, d_end = ends(x_dst, edge_index[1])
+    gap = torch.stack([d_start - s_end, d_end - s_end, d_start - s_start], dim=1)
+    return (torch.sign(gap) * torch.log1p(gap.abs())).float()
 
 
 class HeteroGAT(nn.Module):
@@ -82,10 +115,14 @@ class HeteroGAT(nn.Module):
                                    for _ in range(config.layers))
         self.pool = nn.Linear(h, h)
         context = 2 * h * len(NODE_TYPES)
-        self.node_head = nn.Sequential(nn.Linear(h + context, h), nn.ReLU(), nn.Linear(h, 2))
+        self.node_head = nn.Sequential(nn.Linear(h + context, h), nn.ReLU(), nn.Linear(h, 4))
+        self.relation_embedding = nn.Embedding(len(config.relations), _REL_DIM)
+        self.edge_head = nn.Sequential(nn.Linear(2 * h + _REL_DIM + 3, h), nn.ReLU(), nn.Linear(h, h // 2),
+                                       nn.ReLU(), nn.Linear(h // 2, 1))
         self.time_head = nn.Sequential(nn.Linear(h + context, h), nn.ReLU(), nn.Linear(h, 1))
         self.gain_head = nn.Sequential(nn.Linear(h + context, h), nn.ReLU(), nn.Linear(h, 1))
         self.correction_head = nn.Sequential(nn.Linear(context, h), nn.ReLU(), nn.Linear(h, 1))
+        self.overlap_head = nn.Sequential(nn.Linear(h + context, h), nn.ReLU(), nn.Linear(h, 1))
         self.drop = nn.Dropout(config.dropout)
 
     @staticmethod
@@ -122,19 +159,38 @@ class HeteroGAT(nn.Module):
             else:  # mean: what the step is like; per-rank sum: how much of it there is
                 pooled += [v.mean(0), self.pool(v).sum(0) / world / 1e3]
         context = torch.cat(pooled)
-        on_path, share, proposals, gains = {}, {}, [], []
+        on_path, share, terminal, stop, proposals, gains = {}, {}, {}, {}, [], []
+        extra_ms, span_ms = torch.zeros(()), torch.tensor(1e-3)
         for t, v in h.items():
             if not len(v):
                 continue
             z = torch.cat([v, context.expand(len(v), -1)], dim=1)
             out = self.node_head(z)
             on_path[t], share[t] = out[:, 0], torch.sigmoid(out[:, 1])
+            terminal[t], stop[t] = out[:, 2], out[:, 3]
             base = x[t][:, _LOG_END] - _LOG_US_PER_MS
             proposals.append(base + self.time_head(z)[:, 0])
             saved_ms = torch.expm1(x[t][:, _LOG_SAVED]) / 1e3
             if bool((saved_ms > 0).any()):  # the share of each node's saved time its rank gets back
                 gains.append((t, _MAX_GAIN * torch.sigmoid(self.gain_head(z)[:, 0]) * saved_ms))
+            edited = x[t][:, _EDITED] > 0
+            span_ms = torch.maximum(span_ms, torch.expm1(x[t][:, _LOG_SPAN]).max() / 1e3)
+            if bool(edited.any()):  # what the replay misses: interference the edit changes
+                overlap_ms = torch.expm1(x[t][edited, _LOG_OVERLAP]) / 1e3
+                extra_ms = extra_ms + (torch.tanh(self.overlap_head(z[edited])[:, 0]) * overlap_ms).sum()
         log_observed = torch.cat(proposals).max()
         log_step = (log_observed + self._log_gain_factor(x, gains)).reshape(1)
-        correction = self.correction_head(context) / _CORRECTION_SCALE
-        return Output(on_path, share, log_step, correction)
+        correction = (self.correction_head(context) / _CORRECTION_SCALE
+                      + torch.log1p((extra_ms / world / span_ms).clamp(min=-0.5)))  # per rank, as a share
+        return Output(on_path, share, log_step, correction, terminal, stop, self._edge_logits(x, h, edges))
+
+    def _edge_logits(self, x: dict[str, Tensor], h: dict[str, Tensor],
+                     edges: dict[tuple[str, str, str], Tensor]) -> dict[tuple[str, str, str], Tensor]:
+        index = {rel: i for i, rel in enumerate(self.config.relations)}
+        out = {}
+        for key, ei in edges.items():
+            src, _, dst = key
+            rel = self.relation_embedding.weight[index[key]].expand(ei.shape[1], -1)
+            z = torch.cat([h[src][ei[0]], h[dst][ei[1]], rel, edge_times(x[src], x[dst], ei)], dim=1)
+            out[key] = self.edge_head(z)[:, 0]
+        return out

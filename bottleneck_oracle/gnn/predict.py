@@ -20,6 +20,7 @@ from bottleneck_oracle.dag.whatif import Edit
 from bottleneck_oracle.gnn.corpus import replayed_step_ms
 from bottleneck_oracle.gnn.data import StepGraph, edit_features, model_inputs, step_graphs
 from bottleneck_oracle.gnn.train import Checkpoint, load_checkpoint
+from bottleneck_oracle.gnn.walk import global_scores, walk
 
 __all__ = ["SHIPPED_CHECKPOINT", "StepPrediction", "Predictor"]
 
@@ -34,8 +35,9 @@ class StepPrediction:
         step (int): ProfilerStep number.
         step_ms (float): predicted wall time of the step (its slowest rank).
         node (np.ndarray): int64[n] ExecGraph node ids.
-        on_path (np.ndarray): float32[n] probability of lying on the critical path.
-        share (np.ndarray): float32[n] predicted share of the wall time (0 where ``on_path`` < 0.5).
+        on_path (np.ndarray): float32[n] on-path score: at least 0.5 where the walk back from the step's
+            end passes, below elsewhere; the node head's probability orders nodes within each side.
+        share (np.ndarray): float32[n] predicted share of the wall time (0 off the walk).
         latency_ms (float): CPU time the prediction took.
         correction (float): factor the model applies to a replay of the same (edited) step.
         replay_ms (float): the replay's wall time for the step (NaN when not replayed).
@@ -77,13 +79,15 @@ class Predictor:
         x, edges, data = model_inputs(sg)
         with torch.no_grad():
             out = self.model(x, edges)
+            visited = walk(global_scores(out, data, len(sg)))
         on_path = np.zeros(len(sg), dtype=np.float32)
         share = np.zeros(len(sg), dtype=np.float32)
         for t, logits in out.on_path_logit.items():
             idx = data[t].index.numpy()
             on_path[idx] = torch.sigmoid(logits).numpy()
             share[idx] = out.share[t].numpy()
-        share[on_path < 0.5] = 0.0  # a node predicted off the path accounts for none of the wall time
+        on_path = (0.5 * visited + 0.5 * on_path).astype(np.float32)
+        share[~visited] = 0.0  # a node off the path accounts for none of the wall time
         latency = (time.process_time() - started) * 1e3
         return StepPrediction(sg.step, math.exp(float(out.log_step_ms)), sg.node, on_path, share, latency,
                               math.exp(float(out.log_replay_correction)))

@@ -85,7 +85,7 @@ def load_prediction(store: GraphStore, p: Prediction) -> int:
 
 def model_predictions(a: Analysis, trace_id: str, checkpoint: Path | None = None) -> list[Prediction]:
     """The graph model's view of every complete step of ``a``, one Prediction per (step, rank): the
-    step's predicted wall time and the on-path probability of that rank's ops.
+    step's predicted wall time and the on-path score of that rank's ops (0.5 and above: on the model's walk).
 
     Args:
         checkpoint: a checkpoint folder; the shipped one by default.

@@ -7,7 +7,7 @@ import pytest
 
 from bottleneck_oracle.dag.types import NodeKind
 from bottleneck_oracle.gnn.data import (
-    FEATURES, NODE_TYPES, edit_features, node_ranks, op_class_mask, step_graphs, to_hetero,
+    FEATURES, NODE_TYPES, edit_features, node_ranks, op_class_mask, rewire, step_graphs, to_hetero,
 )
 from tests.dag.synth_cases import synth_case
 
@@ -61,6 +61,34 @@ def test_features_read_the_trace() -> None:
         op_class_mask(graph, "nonsense")
 
 
+def test_overlap_is_the_time_compute_and_communication_ran_together_on_a_rank() -> None:
+    a, _ = synth_case("gpt2-small", dp=2)  # DDP all-reduces overlap backward kernels
+    graph = a.graph
+    g = step_graphs(a)[0]
+    overlap_us = np.expm1(g.x[:, _C["log_overlap_us"]].astype(np.float64))
+    comm = graph.kind[g.node] == NodeKind.COMM
+    kernels = np.flatnonzero(graph.kind[g.node] == NodeKind.KERNEL)
+    # by brute force for a few kernels: the union of their rank's communication intervals they cover
+    for i in kernels[:: max(len(kernels) // 20, 1)]:
+        n = g.node[i]
+        start, end = graph.start_ns[n], graph.start_ns[n] + graph.dur_ns[n]
+        mine = g.node[comm & (graph.rank[g.node] == graph.rank[n])]
+        covered = np.zeros(int(end - start), dtype=bool)
+        for m in mine:
+            lo, hi = max(graph.start_ns[m], start), min(graph.start_ns[m] + graph.dur_ns[m], end)
+            covered[int(lo - start):int(max(hi - start, lo - start))] = True
+        assert overlap_us[i] == pytest.approx(covered.sum() / 1e3, abs=1e-2)
+    assert (overlap_us[comm] > 0).any() and (overlap_us[~comm & (graph.kind[g.node] != NodeKind.KERNEL)] == 0).all()
+
+
+def test_global_start_is_comparable_across_ranks() -> None:
+    a = _case()
+    g = step_graphs(a)[0]
+    start_ns = a.graph.start_ns[g.node].astype(np.float64)
+    gstart_ns = g.x[:, _C["gstart_ms"]].astype(np.float64) * 1e8
+    assert gstart_ns.min() >= -1e3 and np.allclose(gstart_ns - start_ns, (gstart_ns - start_ns).mean(), atol=2e3)
+
+
 def test_edit_shortens_only_the_edited_nodes() -> None:
     g = step_graphs(_case())[0]
     edited = g.x[:, _C["class_gemm"]] == 1
@@ -87,3 +115,20 @@ def test_hetero_data_keeps_every_node_and_edge() -> None:
     directed = step_graphs(_case(), bidirectional=False)[0]
     assert not any(rel.startswith("rev_") for _, rel, _ in directed.edges)
     assert len(g.edges) == 2 * len(directed.edges)
+
+
+def test_rewire_moves_an_edge_and_its_reverse() -> None:
+    g = step_graphs(_case())[0]
+    key = ("kernel", "stream_next", "kernel")
+    u, v = (int(i) for i in g.edges[key][:, 0])
+    w = int(g.edges[key][1, -1])
+    moved = rewire(g, remove=((u, v),), add=((u, "stream_next", w),))
+    pairs = {k: set(map(tuple, p.T.tolist())) for k, p in moved.edges.items()}
+    assert (u, v) not in pairs[key] and (v, u) not in pairs[("kernel", "rev_stream_next", "kernel")]
+    assert (u, w) in pairs[key] and (w, u) in pairs[("kernel", "rev_stream_next", "kernel")]
+    assert sum(p.shape[1] for p in moved.edges.values()) == sum(p.shape[1] for p in g.edges.values())
+    assert not moved.has_labels and np.array_equal(moved.x, g.x)
+    with pytest.raises(ValueError, match="unknown relation"):
+        rewire(g, add=((u, "teleport", w),))
+    with pytest.raises(ValueError, match="outside"):
+        rewire(g, remove=((u, len(g)),))

@@ -19,6 +19,9 @@ def test_heads_give_one_value_per_node_and_one_per_step() -> None:
     assert {t: len(v) for t, v in out.on_path_logit.items()} == {t: len(v) for t, v in x.items()}
     assert all(((s >= 0) & (s <= 1)).all() for s in out.share.values())
     assert out.log_step_ms.shape == (1,) and torch.isfinite(out.log_step_ms).all()
+    assert {t: len(v) for t, v in out.terminal_logit.items()} == {t: len(v) for t, v in x.items()}
+    assert {t: len(v) for t, v in out.stop_logit.items()} == {t: len(v) for t, v in x.items()}
+    assert {k: len(v) for k, v in out.edge_logit.items()} == {k: v.shape[1] for k, v in edges.items() if v.numel()}
     # relations the model was not built with are ignored, not an error
     unknown = dict(edges)
     unknown[("kernel", "made_up", "kernel")] = edges[("kernel", "stream_next", "kernel")]
@@ -42,6 +45,35 @@ def test_a_few_steps_of_adamw_fit_one_graph() -> None:
     assert losses[-1] < 0.5 * losses[0]
     error = abs(math.exp(model.eval()(x, edges).log_step_ms.item()) / g.step_ms - 1)
     assert error < 0.1
+
+
+def test_edge_times_are_the_gaps_between_the_ends_of_an_edge() -> None:
+    from bottleneck_oracle.gnn.data import FEATURES
+    from bottleneck_oracle.gnn.model import edge_times
+
+    x = torch.zeros(2, len(FEATURES))
+    # u starts at 1 ms and lasts 2 ms; v starts at 3.5 ms and lasts 1 ms (features in units of 100 ms)
+    x[0, FEATURES.index("gstart_ms")], x[0, FEATURES.index("dur_ms")] = 0.01, 0.02
+    x[1, FEATURES.index("gstart_ms")], x[1, FEATURES.index("dur_ms")] = 0.035, 0.01
+    got = edge_times(x, x, torch.tensor([[0, 1], [1, 0]]))
+    want = torch.tensor([[500.0, 1500.0, 2500.0], [-3500.0, -1500.0, -2500.0]])  # µs
+    assert torch.allclose(got, torch.sign(want) * torch.log1p(want.abs()), atol=1e-3)
+
+
+def test_the_replay_correction_reads_the_overlap_of_edited_nodes() -> None:
+    from bottleneck_oracle.gnn.data import FEATURES, edit_features
+
+    a, _ = synth_case("gpt2-small", dp=2)  # DDP all-reduces overlap backward kernels
+    g = step_graphs(a)[0]
+    model = HeteroGAT(ModelConfig(relations=tuple(sorted(g.edges)), hidden=16, layers=2)).eval()
+    overlapping = g.x[:, FEATURES.index("log_overlap_us")] > 0
+    assert overlapping.any()
+    with torch.no_grad():
+        plain = model(*model_inputs(edit_features(g, overlapping, 2.0))[:2]).log_replay_correction
+        hidden = edit_features(g, overlapping, 2.0)
+        hidden.x[:, FEATURES.index("log_overlap_us")] = 0  # the same edit without the overlap
+        blind = model(*model_inputs(hidden)[:2]).log_replay_correction
+    assert not torch.allclose(plain, blind)
 
 
 def test_directed_and_bidirectional_variants_build_from_config() -> None:

@@ -25,6 +25,34 @@ def test_the_shipped_checkpoint_predicts_a_step_and_its_critical_nodes() -> None
     assert (SHIPPED_CHECKPOINT / "config.json").is_file()
 
 
+def test_the_shipped_checkpoints_walk_finds_the_critical_path_of_a_gpu_bound_step() -> None:
+    from scipy.stats import spearmanr
+
+    from bottleneck_oracle.gnn.data import step_graphs
+
+    a, _ = synth_case("gpt2-small", dp=2)
+    predictor = Predictor()
+    for g in step_graphs(a):
+        p = predictor.predict_graph(g)
+        walked = p.on_path >= 0.5
+        assert (walked & g.on_path).sum() / (walked | g.on_path).sum() > 0.85
+        assert spearmanr(p.share, g.share).statistic > 0.9
+        assert (p.share[~walked] == 0).all() and (p.share[walked] > 0).any()
+
+
+def test_a_rewired_graph_is_predicted_on_its_new_edges() -> None:
+    from bottleneck_oracle.gnn.data import rewire, step_graphs
+
+    a, _ = synth_case("gpt2-small", dp=2)
+    g = step_graphs(a)[1]
+    predictor = Predictor()
+    before = predictor.predict_graph(g)
+    # the collectives no longer join the ranks: the walk cannot cross to the peer any more
+    pairs = g.edges[("comm", "collective", "comm")]
+    cut = predictor.predict_graph(rewire(g, remove=tuple((int(u), int(v)) for u, v in pairs.T)))
+    assert not (before.on_path == cut.on_path).all()
+
+
 def test_a_faster_kernel_class_predicts_a_shorter_step() -> None:
     a, _ = synth_case("gpt2-small", dp=2)
     predictor = Predictor()
