@@ -288,10 +288,28 @@ def _labels(a: Analysis, step: int, nodes: np.ndarray,
     return wall / 1e6, on_path[nodes], (contrib[nodes] / wall).astype(np.float32), visits.astype(np.int64)
 
 
+def _bounded(g: ExecGraph, nodes: np.ndarray, max_nodes: int) -> np.ndarray:
+    """``nodes``, or when there are more than ``max_nodes`` those of the ranks that end last, as many
+    ranks as fit (none when the last alone does not)."""
+    if len(nodes) <= max_nodes:
+        return nodes
+    rank = g.rank[nodes]
+    ends = g.start_ns[nodes] + g.dur_ns[nodes]
+    ranks = np.unique(rank)
+    last_end = np.array([ends[rank == r].max() for r in ranks])
+    sizes = np.array([(rank == r).sum() for r in ranks])
+    order = np.argsort(-last_end, kind="stable")
+    fits = np.cumsum(sizes[order]) <= max_nodes
+    return nodes[np.isin(rank, ranks[order][fits])] if fits[0] else nodes[:0]
+
+
 def step_graphs(a: Analysis, *, bidirectional: bool = True, max_nodes: int = 200_000) -> list[StepGraph]:
-    """Every complete step of ``a`` as a StepGraph (steps larger than ``max_nodes`` are skipped).
+    """Every complete step of ``a`` as a StepGraph.
 
     Features come from ``a.graph`` only; labels from the critical paths of ``a.steps``.
+    A step of more than ``max_nodes`` nodes keeps its longest-running ranks, the
+    longest first, as many as fit (memory stays bounded; the path is labelled on
+    what is kept); a step whose longest rank alone is larger is skipped.
     """
     g = a.graph
     ntype = _node_types(g)
@@ -303,8 +321,8 @@ def step_graphs(a: Analysis, *, bidirectional: bool = True, max_nodes: int = 200
     keep = (ntype >= 0) & (g.role != Role.STEP)
     out = []
     for step in sorted(complete):
-        nodes = np.flatnonzero(keep & (step_of == step))
-        if not 0 < len(nodes) <= max_nodes:
+        nodes = _bounded(g, np.flatnonzero(keep & (step_of == step)), max_nodes)
+        if not len(nodes):
             continue
         local = np.full(len(g), -1, dtype=np.int64)
         local[nodes] = np.arange(len(nodes))

@@ -132,3 +132,17 @@ def test_rewire_moves_an_edge_and_its_reverse() -> None:
         rewire(g, add=((u, "teleport", w),))
     with pytest.raises(ValueError, match="outside"):
         rewire(g, remove=((u, len(g)),))
+
+
+def test_a_step_too_large_keeps_its_last_ranks() -> None:
+    a = _case()
+    whole = step_graphs(a)[0]
+    ranks = a.graph.rank[whole.node]
+    per_rank = int(np.bincount(ranks).max())
+    cut = step_graphs(a, max_nodes=len(whole) - 1)[0]
+    assert len(cut) <= len(whole) - 1 and len(set(a.graph.rank[cut.node].tolist())) == 1
+    # the rank kept is the one that ends last, and the path is labelled on it
+    end = a.graph.start_ns[whole.node] + a.graph.dur_ns[whole.node]
+    assert a.graph.rank[cut.node][0] == ranks[np.argmax(end)]
+    assert cut.on_path.any() and cut.step_ms == whole.step_ms
+    assert step_graphs(a, max_nodes=per_rank - 1) == []
