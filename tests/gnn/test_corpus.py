@@ -76,7 +76,10 @@ def test_what_if_truth_missing_a_step_is_refused(tiny_corpus, tmp_path) -> None:
 
 @pytest.mark.slow
 def test_a_real_recapture_without_a_stall_is_a_node_edit(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from bottleneck_oracle.gnn.corpus import load_captures
+    from bottleneck_oracle.dag.analysis import analyze
+    from bottleneck_oracle.dag.whatif import replay
+    from bottleneck_oracle.gnn.corpus import injection_removal, load_captures
+    from bottleneck_oracle.traces import read_trace
     from tests.test_cli import _oracle
 
     out = _oracle("capture", tmp_path / "cap", "--ranks", "2", "--steps", "5",
@@ -88,5 +91,13 @@ def test_a_real_recapture_without_a_stall_is_a_node_edit(tmp_path) -> None:  # t
     (mask,) = w.masks
     assert mask.sum() == 1  # the stalled fetch on rank 1
     observed = sample.graphs[w.graphs[0]].step_ms
-    assert observed - w.replay_ms[0] == pytest.approx(150, abs=30)  # replay gives the stall back
+    # replay gives the stall back to the stalled rank; the step's slowest rank gets it back too unless
+    # its own thread waited for the peer out of the trace's sight (an idle gap no edge explains,
+    # about one capture in a dozen), which replay keeps as fixed time
+    a = analyze(read_trace(tmp_path / "cap"))
+    edit, _ = injection_removal(a, tmp_path / "cap", 0)
+    result = replay(a, [edit])
+    stalled = (result.step == 4) & (result.rank == 1)
+    assert (result.before_ns[stalled] - result.after_ns[stalled])[0] / 1e6 == pytest.approx(150, abs=30)
+    assert w.replay_ms[0] <= observed
     assert w.true_ms[0] < observed - 100  # and so did the re-capture
