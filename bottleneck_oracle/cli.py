@@ -397,6 +397,8 @@ def train_command(
     layers: Annotated[int, typer.Option(help="Message-passing layers.")] = 3,
     directed: Annotated[bool, typer.Option(help="Pass messages along DAG edges only (no reverse edges).")] = False,
     max_minutes: Annotated[float, typer.Option(help="Start no epoch that would end past this many minutes.")] = 15.0,
+    correction_steps: Annotated[int, typer.Option(
+        help="Then fit the replay correction alone, the rest frozen, on this many graphs.")] = 1200,
 ) -> None:
     """Train the HeteroGAT on a corpus's train split, stopping early on its val split."""
     from bottleneck_oracle.gnn.train import TrainConfig, save_checkpoint, train
@@ -405,7 +407,7 @@ def train_command(
     train_set = _load_split(data, "train", err, bidirectional=not directed)
     val_set = _load_split(data, "val", err, bidirectional=not directed)
     config = TrainConfig(epochs=epochs, patience=patience, seed=seed, hidden=hidden, layers=layers,
-                         bidirectional=not directed, max_minutes=max_minutes)
+                         bidirectional=not directed, max_minutes=max_minutes, correction_steps=correction_steps)
     with _bar(err, "training") as bar:
         task = bar.add_task("", total=epochs)
 
@@ -417,9 +419,9 @@ def train_command(
 
         ckpt = train(train_set, val_set, config, progress=progress)
     save_checkpoint(ckpt, out)
-    Console().print(f"{out}: trained on {len(train_set)} traces in {ckpt.train['seconds']} s, "
-                    f"best validation score {ckpt.train['best_val_score']:.4f} "
-                    "(step-time error plus the walk's miss of the critical path)")
+    Console(soft_wrap=True).print(f"{out}: trained on {len(train_set)} traces in {ckpt.train['seconds']} s, "
+                                  f"best validation score {ckpt.train['best_val_score']:.4f} "
+                                  "(step-time error plus the walk's miss of the critical path)")
 
 
 @app.command("gnn-eval")

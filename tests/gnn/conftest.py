@@ -43,7 +43,8 @@ def tiny_splits(tiny_corpus: Path) -> dict[str, list[GraphSample]]:
     return {split: load_split(tiny_corpus, split) for split in ("train", "val", "test", "ood")}
 
 
-TINY_TRAINING = TrainConfig(epochs=2, hidden=16, layers=2, heads=2, seed=0, val_graphs=8, lr=1e-2, graphs_per_sample=8)
+TINY_TRAINING = TrainConfig(epochs=2, hidden=16, layers=2, heads=2, seed=0, val_graphs=8, lr=1e-2, graphs_per_sample=8,
+                            correction_steps=8)
 
 
 @pytest.fixture(scope="session")

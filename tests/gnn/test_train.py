@@ -80,3 +80,16 @@ def test_bad_checkpoints_are_refused(tiny_checkpoint: Checkpoint, tmp_path: Path
 def test_training_needs_graphs() -> None:
     with pytest.raises(ConfigError, match="no step graph"):
         train([], [], TINY_TRAINING)
+
+
+def test_refitting_the_correction_moves_nothing_else(tiny_splits) -> None:  # type: ignore[no-untyped-def]
+    from bottleneck_oracle.gnn.train import refit_correction
+
+    ckpt = train(tiny_splits["train"], tiny_splits["val"], replace(TINY_TRAINING, correction_steps=0))
+    before = {k: v.clone() for k, v in ckpt.model.state_dict().items()}
+    pool = [item for s in tiny_splits["train"] for item in items(s)]
+    refit_correction(ckpt.model, pool, 4)
+    after = ckpt.model.state_dict()
+    moved = {k for k in before if not torch.equal(before[k], after[k])}
+    assert moved and all(k.startswith(("correction_head.", "overlap_head.")) for k in moved)
+    assert all(p.requires_grad for p in ckpt.model.parameters())  # unfrozen again for whoever trains next
