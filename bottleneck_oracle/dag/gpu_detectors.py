@@ -9,34 +9,12 @@ import numpy as np
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.finding import CAT_INDEX, MIN_NS, Finding, ms, own_ns, top_ops
 from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.intervals import covered, merged
 from bottleneck_oracle.dag.types import Bottleneck, Category, NodeKind, Role
 
 __all__ = ["gpu_busy_ns", "host_bound", "host_syncs", "p2p_nodes", "pipeline_bubbles"]
 
 _P2P_OPS = ("send/recv (SendRecv kernels)",)
-
-
-def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of intervals as disjoint sorted intervals."""
-    if not len(starts):
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], np.maximum.accumulate(ends[order])
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > e[:-1]
-    idx = np.flatnonzero(new)
-    last = np.append(idx[1:], len(s)) - 1
-    return s[idx], e[last]
-
-
-def _covered(s: np.ndarray, e: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """For each window [lo, hi), the time the disjoint sorted intervals (s, e) cover in it."""
-    prefix = np.concatenate([[0], np.cumsum(e - s)])
-    def upto(t: np.ndarray) -> np.ndarray:  # covered time before t
-        k = np.searchsorted(s, t, side="right")  # intervals starting before t
-        inside = np.where(k > 0, np.minimum(e[np.maximum(k - 1, 0)], t) - s[np.maximum(k - 1, 0)], 0)
-        return prefix[np.maximum(k - 1, 0)] * (k > 0) + np.maximum(inside, 0)
-    return upto(hi) - upto(lo) if len(s) else np.zeros(len(lo), dtype=np.int64)
 
 
 def gpu_busy_ns(g: ExecGraph) -> np.ndarray:
@@ -49,8 +27,8 @@ def gpu_busy_ns(g: ExecGraph) -> np.ndarray:
     for rank in np.unique(steps.rank).tolist():
         mine = np.flatnonzero(compute & (g.rank == rank))
         rows = np.flatnonzero(steps.rank == rank)
-        s, e = _merged(g.start_ns[mine], g.start_ns[mine] + g.dur_ns[mine])
-        busy[rows] = _covered(s, e, steps.start_ns[rows], steps.end_ns[rows])
+        s, e = merged(g.start_ns[mine], g.start_ns[mine] + g.dur_ns[mine])
+        busy[rows] = covered(s, e, steps.start_ns[rows], steps.end_ns[rows])
     return busy
 
 

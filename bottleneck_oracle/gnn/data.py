@@ -22,6 +22,7 @@ import numpy as np
 
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.intervals import covered, merged
 from bottleneck_oracle.dag.names import collective_type
 from bottleneck_oracle.dag.types import EdgeType, NodeKind, Role
 
@@ -223,37 +224,18 @@ def _overlap_column(x: np.ndarray, g: ExecGraph, nodes: np.ndarray) -> None:
     """How long each GPU compute node ran alongside its rank's communication, and each communication
     node alongside its rank's compute: where the two interfere, a speed-up of one changes the other."""
     kind, rank = g.kind[nodes], g.rank[nodes]
-    start = g.start_ns[nodes].astype(np.float64)
+    start = g.start_ns[nodes]
     end = start + g.dur_ns[nodes]
     comm = kind == NodeKind.COMM
     compute = (kind == NodeKind.KERNEL) | (kind == NodeKind.MEMCPY) | (kind == NodeKind.MEMSET)
     overlap = np.zeros(len(nodes))
     for r in np.unique(rank[comm | compute]):
+        mine_rank = rank == r
         for mine, other in ((compute, comm), (comm, compute)):
-            target = np.flatnonzero(mine & (rank == r))
-            covered = _union(start[other & (rank == r)], end[other & (rank == r)])
-            if len(target) and covered is not None:
-                overlap[target] = _covered_before(covered, end[target]) - _covered_before(covered, start[target])
-    x[:, _COL["log_overlap_us"]] = np.log1p(np.maximum(overlap, 0) / 1e3)
-
-
-def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """The union of intervals as disjoint sorted (starts, ends, time covered before each start)."""
-    if not len(start):
-        return None
-    order = np.argsort(start, kind="stable")
-    start, end = start[order], np.maximum.accumulate(end[order])
-    new = np.r_[True, start[1:] > end[:-1]]
-    starts = start[new]
-    ends = end[np.r_[np.flatnonzero(new)[1:] - 1, len(end) - 1]]
-    return starts, ends, np.r_[0.0, np.cumsum(ends - starts)[:-1]]
-
-
-def _covered_before(union: tuple[np.ndarray, np.ndarray, np.ndarray], t: np.ndarray) -> np.ndarray:
-    starts, ends, before = union
-    i = np.searchsorted(starts, t, side="right") - 1
-    inside = np.clip(t - starts[np.maximum(i, 0)], 0, ends[np.maximum(i, 0)] - starts[np.maximum(i, 0)])
-    return np.where(i >= 0, before[np.maximum(i, 0)] + inside, 0.0)
+            target = np.flatnonzero(mine & mine_rank)
+            s, e = merged(start[other & mine_rank], end[other & mine_rank])
+            overlap[target] = covered(s, e, start[target], end[target])
+    x[:, _COL["log_overlap_us"]] = np.log1p(overlap / 1e3)
 
 
 def _lane_slots(g: ExecGraph) -> np.ndarray:
@@ -394,8 +376,7 @@ def rewire(sg: StepGraph, remove: tuple[tuple[int, int], ...] = (),
     """
     n = len(sg)
     relations = {e.name.lower() for e in EdgeType}
-    for u, *rest in (*remove, *add):
-        v = rest[-1]
+    for u, v in [*remove, *((u, v) for u, _, v in add)]:
         if not (0 <= u < n and 0 <= v < n):
             raise ValueError(f"rewire: node position {u} or {v} is outside the step graph of {n} nodes")
     if unknown := {rel for _, rel, _ in add} - relations:
