@@ -16,7 +16,7 @@ import numpy as np
 from bottleneck_oracle.dag._kernels import lane_nesting
 from bottleneck_oracle.dag.collectives import CollectiveMatch, completion_ns, match_collectives, pair_gloo_calls
 from bottleneck_oracle.dag.graph import ExecGraph
-from bottleneck_oracle.dag.handoffs import handoff_edges
+from bottleneck_oracle.dag.handoffs import handoff_edges, idle_resumes
 from bottleneck_oracle.dag.links import GpuNodes, inferred_stream_waits, launch_edges, sync_edges
 from bottleneck_oracle.dag.names import classify_names, p2p_direction
 from bottleneck_oracle.dag.steps import assign_steps, find_steps
@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 NEST_TOL_NS = 1_000  # rounding of epoch-float timestamps breaks nesting by < 1 µs
 RESUME_TOL_NS = 10_000
+RESUME_LEAD_NS = 1_000_000  # a gloo worker closes its span up to ~1 ms after its waiter went on
+WAIT_NS = 1_000_000  # ...when the waiter idled at least this long before it went on
 FLOW_TOL_NS = 1_000
 _NODE_KIND = {
     EventKind.CPU_OP: NodeKind.CPU_OP, EventKind.ANNOTATION: NodeKind.ANNOTATION,
@@ -214,12 +216,30 @@ def _gloo_links(trace: Trace, nd: _Nodes, is_gpu: np.ndarray, coll: CollectiveMa
     )
     # the issuing thread resumes when the collective completes (its first member ends): a gloo
     # worker may close its own span ms later, after the main thread has moved on
+    _end_at_early_resumes(nd, all_gloo, waiter_lane, completion_ns(coll.instance, coll.table.reliable, nd.end),
+                          ~is_gpu)
     done = completion_ns(coll.instance, coll.table.reliable, nd.end)
     resumed_by, resumer = _resume_edges(lane, start, done, waiter_lane, all_gloo)
     # a gloo receive only posts the buffer; its thread waits after it until the peer's send lands
     sends, receives = _p2p_pairs(trace, nd, coll)
     sent_by, received = _resume_edges(lane, start, nd.end, lane[receives], sends, same_lane_ok=True)
     return [(resumed_by, resumer, EdgeType.SYNC), (sent_by, received, EdgeType.SYNC)]
+
+
+def _end_at_early_resumes(nd: _Nodes, gloo: np.ndarray, waiter_lane: np.ndarray, done: np.ndarray,
+                          cpu: np.ndarray) -> None:
+    """Ends a gloo op where its waiting thread, idle for a while, resumed shortly before the op's span
+    closed (the worker reports completion late): the data was there when the waiter went on."""
+    resumer, _ = idle_resumes(*nd.chain, nd.kind, nd.start, nd.end, cpu, WAIT_NS)
+    resumer = resumer[np.lexsort((nd.start[resumer], nd.lane[resumer]))]
+    lane_of, start_of = nd.lane[resumer], nd.start[resumer]
+    for g, wl in zip(gloo.tolist(), waiter_lane.tolist()):
+        if wl < 0 or wl == nd.lane[g]:
+            continue
+        lo, hi = np.searchsorted(lane_of, wl, side="left"), np.searchsorted(lane_of, wl, side="right")
+        k = lo + np.searchsorted(start_of[lo:hi], done[g] - RESUME_TOL_NS, side="left") - 1  # last before done
+        if k >= lo and start_of[k] >= done[g] - RESUME_LEAD_NS and start_of[k] > nd.start[g]:
+            nd.end[g] = min(nd.end[g], start_of[k])
 
 
 def _p2p_pairs(trace: Trace, nd: _Nodes, coll: CollectiveMatch) -> tuple[np.ndarray, np.ndarray]:

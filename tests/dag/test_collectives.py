@@ -65,3 +65,38 @@ def test_gloo_wait_is_communication_and_the_late_rank_is_named(gloo_job: Path) -
     assert 1 in r0.path_rank.tolist()
     (straggler,) = [f for f in a.findings if f.category == Bottleneck.STRAGGLER_RANK]
     assert straggler.ranks == (1,) and straggler.step == 1
+
+
+def _late_closing_rank(call_ms: float, close_late_us: float) -> list[dict]:
+    # as _gloo_rank, but the worker closes its span ``close_late_us`` after the main thread went on
+    call = call_ms * 1000
+    return [
+        step(1, 0, 50_000),
+        op("aten::mm", 1_000, call - 1_500),
+        op("c10d::allreduce_", call, 50, **DIMS),
+        op("gloo:all_reduce", call + 100, 40_060 + close_late_us - call - 100, tid=2, cat="user_annotation",
+           **{"Input Dims": [[1000]]}),
+        op("aten::add", 40_060, 5_000),
+    ]
+
+
+@pytest.mark.parametrize("late_us, tied", [(300, True), (3_000, False)])
+def test_a_gloo_span_that_closes_after_its_waiter_went_on_ends_there(tmp_path: Path, late_us: int,
+                                                                       tied: bool) -> None:
+    from bottleneck_oracle.dag.whatif import Edit, replay
+
+    write(tmp_path / "job" / "rank0.json.gz", _late_closing_rank(5, late_us), rank=0, world=2)
+    write(tmp_path / "job" / "rank1.json.gz", _late_closing_rank(30, late_us), rank=1, world=2)
+    a = analyze(read_trace(tmp_path / "job"))
+    g = a.graph
+    names = np.array([g.node_name(i) for i in range(len(g))])
+    gloo = np.flatnonzero(names == "gloo:all_reduce")
+    src, dst = g.edges_of(EdgeType.SYNC)
+    resumed = ("gloo:all_reduce", "aten::add") in {(names[s], names[d]) for s, d in zip(src, dst)}
+    assert resumed == tied
+    if tied:  # the data was there when the main thread went on, 300 µs before the span closed
+        assert (g.end_ns[gloo] == 40_060_000).all()
+    # rank 1's late matmul held rank 0 in the collective: half of it gives rank 0 back 14 ms when tied
+    r = replay(a, [Edit(2.0, name="^aten::mm$", ranks=(1,))])
+    gain_ms = (r.before_ns - r.after_ns)[r.rank == 0][0] / 1e6
+    assert gain_ms == pytest.approx(14.25, abs=0.1) if tied else gain_ms < 1
