@@ -3,6 +3,7 @@
 Generates one synthetic job whose steps hold about 10,000 nodes, then measures on the same steps:
 - the shipped checkpoint's prediction (CPU ms, one thread), and replaying the DAG with an
   edit (`dag.whatif.replay`, the peer): the ratio says what the model's answer costs next to replay's;
+  and the interference levers of that replay (`dag.interference`), which the corrected replay adds;
 - one training step (forward, backward, AdamW) per graph: graphs/s and nodes/s;
 - the peak resident memory of the process.
 Usage: ``python benchmarks/bench_gnn.py`` from the repository root (``make bench``).
@@ -22,11 +23,12 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from bottleneck_oracle.dag.analysis import analyze  # noqa: E402
+from bottleneck_oracle.dag.interference import interference_levers  # noqa: E402
 from bottleneck_oracle.dag.types import NodeKind  # noqa: E402
 from bottleneck_oracle.dag.whatif import Edit, replay  # noqa: E402
 from bottleneck_oracle.gnn.data import edit_features, model_inputs, step_graphs  # noqa: E402
 from bottleneck_oracle.gnn.predict import Predictor  # noqa: E402
-from bottleneck_oracle.gnn.train import loss_of  # noqa: E402
+from bottleneck_oracle.gnn.train import Item, loss_of  # noqa: E402
 from bottleneck_oracle.traces import read_trace  # noqa: E402
 from bottleneck_oracle.traces.synth import SynthConfig, synthesize  # noqa: E402
 
@@ -54,22 +56,26 @@ def main() -> int:
     print(f"step graph: {len(g):,} nodes, {sum(e.shape[1] for e in g.edges.values()):,} edges; "
           f"trace: {len(a.graph):,} nodes over {len(graphs)} steps")
     torch.set_num_threads(1)
-    gnn_ms = _cpu_ms(lambda: predictor.predict_graph(edited))
+    levers = interference_levers(a, [edit]).lever_ns[g.node] / 1e6
+    gnn_ms = _cpu_ms(lambda: predictor.predict_graph(edited, levers))
     replay_ms = _cpu_ms(lambda: replay(a, [edit]))
     per_step_replay = replay_ms / len(graphs)
+    per_step_levers = _cpu_ms(lambda: interference_levers(a, [edit])) / len(graphs)
     print("| what | CPU ms per step | per 10k nodes | vs replay |")
     print("|---|---|---|---|")
     print(f"| GNN prediction under the edit (1 thread) | {gnn_ms:.1f} | {gnn_ms / len(g) * 1e4:.1f} "
           f"| {gnn_ms / per_step_replay:.0f}x |")
     print(f"| replay with the edit (whole trace / {len(graphs)} steps) | {per_step_replay:.1f} "
           f"| {per_step_replay / len(g) * 1e4:.1f} | 1.0x |")
+    print(f"| replay with the edit and its interference levers | {per_step_levers:.1f} "
+          f"| {per_step_levers / len(g) * 1e4:.1f} | {per_step_levers / per_step_replay:.1f}x |")
     torch.set_num_threads(2)
     model = predictor.model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
     def train_step() -> None:
         x, edges, data = model_inputs(g)
-        loss = loss_of(model(x, edges), data, g, g.step_ms)
+        loss = loss_of(model(x, edges), data, g, Item(g, None, 1.0, g.step_ms, g.step_ms, None))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

@@ -396,9 +396,9 @@ def train_command(
     hidden: Annotated[int, typer.Option(help="Width of every layer.")] = 64,
     layers: Annotated[int, typer.Option(help="Message-passing layers.")] = 3,
     directed: Annotated[bool, typer.Option(help="Pass messages along DAG edges only (no reverse edges).")] = False,
-    max_minutes: Annotated[float, typer.Option(help="Start no epoch that would end past this many minutes.")] = 15.0,
-    correction_steps: Annotated[int, typer.Option(
-        help="Then fit the replay correction alone, the rest frozen, on this many graphs.")] = 1200,
+    max_minutes: Annotated[float, typer.Option(help="Start no epoch that would end past this many minutes.")] = 14.0,
+    refit_steps: Annotated[int, typer.Option(
+        help="Then fit the step-time and interference heads alone, the rest frozen, on this many graphs.")] = 800,
 ) -> None:
     """Train the HeteroGAT on a corpus's train split, stopping early on its val split."""
     from bottleneck_oracle.gnn.train import TrainConfig, save_checkpoint, train
@@ -407,7 +407,7 @@ def train_command(
     train_set = _load_split(data, "train", err, bidirectional=not directed)
     val_set = _load_split(data, "val", err, bidirectional=not directed)
     config = TrainConfig(epochs=epochs, patience=patience, seed=seed, hidden=hidden, layers=layers,
-                         bidirectional=not directed, max_minutes=max_minutes, correction_steps=correction_steps)
+                         bidirectional=not directed, max_minutes=max_minutes, refit_steps=refit_steps)
     with _bar(err, "training") as bar:
         task = bar.add_task("", total=epochs)
 

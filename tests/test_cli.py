@@ -112,8 +112,8 @@ def test_cli_flag_set_is_frozen() -> None:
     assert flags["traces"] == ["as_json"]
     assert flags["synth"] == ["dp", "hardware", "inject", "microbatches", "model", "out_dir", "pp", "ranks",
                               "seed", "steps", "tp", "whatif"]
-    assert flags["train"] == ["correction_steps", "data", "directed", "epochs", "hidden", "layers", "max_minutes",
-                              "out", "patience", "seed"]
+    assert flags["train"] == ["data", "directed", "epochs", "hidden", "layers", "max_minutes",
+                              "out", "patience", "refit_steps", "seed"]
     assert flags["gnn-eval"] == ["as_json", "checkpoint", "data", "plots", "record", "splits"]
     dataset = group.commands["dataset"].commands  # type: ignore[attr-defined]
     assert sorted(p.name for p in dataset["build"].params) == ["n", "out_dir", "seed"]

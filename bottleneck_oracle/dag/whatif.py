@@ -20,7 +20,7 @@ from bottleneck_oracle.dag.longest_path import longest_path
 from bottleneck_oracle.dag.points import LANE
 from bottleneck_oracle.dag.types import EdgeType, NodeKind
 
-__all__ = ["Edit", "ReplayResult", "replay"]
+__all__ = ["Edit", "ReplayResult", "replay", "scaled_weights"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +77,8 @@ class ReplayResult:
     after_ns: np.ndarray  # int64
 
 
-def _scaled_weights(a: Analysis, edits: list[Edit]) -> np.ndarray:
+def scaled_weights(a: Analysis, edits: list[Edit]) -> np.ndarray:
+    """int64[E]: the point graph's weights with the edited nodes' own time scaled."""
     pg = a.points
     weight = pg.weight.astype(np.float64)
     owner = pg.owner
@@ -93,7 +94,7 @@ def replay(a: Analysis, edits: list[Edit]) -> ReplayResult:
     """Replays the job with the edits applied; returns every step's wall time before and after."""
     pg = a.points
     before, _ = longest_path(pg.index, pg.weight)
-    after, _ = longest_path(pg.index, _scaled_weights(a, edits))
+    after, _ = longest_path(pg.index, scaled_weights(a, edits))
     start = np.array([r.start_point for r in a.steps], dtype=np.int64)
     end = np.array([r.end_point for r in a.steps], dtype=np.int64)
     return ReplayResult(

@@ -3,9 +3,10 @@
 Each sample is analysed once; its steps become StepGraphs, and every edit of
 its ``whatif.json`` that names nodes of the trace (a kernel class or a
 collective made faster) becomes a variant: the node mask, the speed-up, the
-true wall time of each step after the edit, and what replaying the edited DAG
-predicts. Edits that change the program itself (more micro-batches, another
-data-parallel degree, a removed injection) are not node edits and are skipped.
+true wall time of each step after the edit, what replaying the edited DAG
+predicts, and the interference levers of that replay. Edits that change the
+program itself (more micro-batches, another data-parallel degree, a removed
+injection) are not node edits and are skipped.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from bottleneck_oracle.dag.analysis import Analysis, analyze
+from bottleneck_oracle.dag.interference import interference_levers
 from bottleneck_oracle.dag.types import NodeKind
 from bottleneck_oracle.dag.whatif import Edit, replay
 from bottleneck_oracle.errors import ConfigError
@@ -47,6 +49,8 @@ class WhatIf:
         masks (list[np.ndarray]): bool mask over each of those StepGraphs' nodes.
         true_ms (list[float]): the step's wall time after the edit (its slowest rank).
         replay_ms (list[float]): what replaying the edited DAG predicts.
+        levers (list[np.ndarray]): float32 ms per node of each of those StepGraphs: what each kernel's
+            interference changes on the replay, per unit of its sensitivity (``dag/interference.py``).
     """
 
     label: str
@@ -55,6 +59,7 @@ class WhatIf:
     masks: list[np.ndarray]
     true_ms: list[float]
     replay_ms: list[float]
+    levers: list[np.ndarray]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,15 +154,18 @@ def load_sample(path: Path, sample_id: str = "", split: str = "", *, bidirection
             continue
         replay_edit, mask = found
         truth = _max_per_step(np.array([r[0] for r in entry["step_ms"]]), np.array([r[3] for r in entry["step_ms"]]))
-        replayed = replayed_step_ms(a, [replay_edit])
+        replayed = interference_levers(a, [replay_edit])
         touched = [i for i, g in enumerate(graphs) if mask[g.node].any()]
-        missing = [graphs[i].step for i in touched if graphs[i].step not in truth or graphs[i].step not in replayed]
+        missing = [graphs[i].step for i in touched
+                   if graphs[i].step not in truth or graphs[i].step not in replayed.step_ms]
         if missing:
             raise ConfigError(f"{whatif_path}: the what-if truth lacks steps {missing}")
         whatifs.append(WhatIf(
             label=f"{edit['kind']}:{edit['target']}" if edit["target"] else str(edit["kind"]),
             speedup=replay_edit.speedup, graphs=touched, masks=[mask[graphs[i].node] for i in touched],
-            true_ms=[truth[graphs[i].step] for i in touched], replay_ms=[replayed[graphs[i].step] for i in touched],
+            true_ms=[truth[graphs[i].step] for i in touched],
+            replay_ms=[replayed.step_ms[graphs[i].step] for i in touched],
+            levers=[(replayed.lever_ns[graphs[i].node] / 1e6).astype(np.float32) for i in touched],
         ))
     observed = replayed_step_ms(a, [])
     return Sample(sample_id or Path(path).name, split, graphs, [observed[g.step] for g in graphs], whatifs)

@@ -5,7 +5,8 @@ and Kendall of the predicted against the true share of the wall time, AUROC of
 the on-path probability) and averaged over steps. Edit ranking is the Kendall
 tau between true and predicted gains of a sample's candidate edits, per step.
 Predictors: ``gnn`` (the model alone), ``gnn_replay`` (the replay of the edited
-DAG corrected by the model), ``replay``, ``compute_sum``, ``mlp`` and ``gbt``.
+DAG plus the interference the model adds through the replay's levers), ``replay``,
+``compute_sum``, ``mlp`` and ``gbt``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ PREDICTORS = ("gnn", "gnn_replay", "replay", "compute_sum", "mlp", "gbt")
 
 def _step_predictions(prediction: StepPrediction, regressors: AggregateRegressors | None, sg: StepGraph,
                       replay_ms: float) -> dict[str, float]:
-    out = {"gnn": prediction.step_ms, "gnn_replay": replay_ms * prediction.correction, "replay": replay_ms,
+    out = {"gnn": prediction.step_ms, "gnn_replay": replay_ms + prediction.interference_ms, "replay": replay_ms,
            "compute_sum": compute_sum_ms(sg)}
     if regressors is not None:
         out.update(regressors.predict(sg))
@@ -83,10 +84,10 @@ def evaluate(samples: list[Sample], predictor: Predictor, regressors: AggregateR
                     crit[name][metric].append(value)
         gains: dict[int, list[tuple[float, dict[str, float]]]] = defaultdict(list)
         for w in sample.whatifs:
-            for i, mask, truth, replayed in zip(w.graphs, w.masks, w.true_ms, w.replay_ms):
+            for i, mask, truth, replayed, levers in zip(w.graphs, w.masks, w.true_ms, w.replay_ms, w.levers):
                 sg = sample.graphs[i]
                 edited = edit_features(sg, mask, w.speedup)
-                preds = _step_predictions(predictor.predict_graph(edited), regressors, edited, replayed)
+                preds = _step_predictions(predictor.predict_graph(edited, levers), regressors, edited, replayed)
                 for name, value in preds.items():
                     whatif[w.label][name].append((truth, value))
                 before = sg.step_ms
@@ -136,7 +137,8 @@ def preferred_predictors(result: dict[str, object]) -> dict[str, str]:
 
 def _best(mape: dict[str, float]) -> str:
     known = {k: v for k, v in mape.items() if not math.isnan(v)}
-    return min(known, key=lambda k: (known[k], k != "gnn")) if known else "gnn"
+    # on a tie the corrected replay is the plain replay (no lever moved): prefer the plain one
+    return min(known, key=lambda k: (known[k], k == "gnn_replay", k != "gnn")) if known else "gnn"
 
 
 def weaker_than_baselines(result: dict[str, object]) -> list[str]:

@@ -7,10 +7,10 @@ edited node returns to its rank a learned share (0 to 1.5) of the time the edit
 saved it, near 1 on the critical path, near 0 with slack, above 1 where
 shortening it also ends interference with overlapping work; the step ends with
 its latest rank after what each rank got back. A second head learns what replaying
-the edited DAG misses (interference between overlapping work): the correction,
-in log space, to apply to the replay's answer: a step-level term plus, for every
-edited node, a learned fraction (-1 to 1) of the time it overlapped the other kind
-of GPU work (compute against communication), per rank, against the step's span.
+the edited DAG misses, interference: for every kernel, ``kappa`` (0 to 1), the time
+it loses per unit of time it runs alongside a transfer on its GPU. With the levers
+``dag/interference.py`` measures on the replay, the corrected replay is
+``replay + sum(kappa * lever)`` (``interference_ms``).
 Relations are fixed at construction (the corpus's metadata); an unseen relation
 at inference is ignored.
 
@@ -28,18 +28,17 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch_geometric.nn import GATConv, HeteroConv
 
 from bottleneck_oracle.gnn.data import FEATURES, NODE_TYPES
 
-__all__ = ["ModelConfig", "HeteroGAT", "Output"]
+__all__ = ["ModelConfig", "HeteroGAT", "Output", "interference_ms"]
 
 _LOG_END = FEATURES.index("log_end_us")
 _LOG_SAVED = FEATURES.index("log_saved_us")
-_LOG_OVERLAP = FEATURES.index("log_overlap_us")
-_EDITED = FEATURES.index("edited")
 _LOG_SPAN = FEATURES.index("log_rank_span_us")
 _RANK_FRAC = FEATURES.index("rank_frac")
 _GSTART = FEATURES.index("gstart_ms")
@@ -49,7 +48,7 @@ _REL_DIM = 8
 _LOG2_WORLD = FEATURES.index("log2_world")
 _LOG_US_PER_MS = math.log(1e3)
 _MAX_GAIN = 1.5  # a node's speed-up can give back more than its own saved time (interference)
-_CORRECTION_SCALE = 100.0  # corrections are fractions of a percent: the head speaks in percent
+_INTERFERED = "kernel"  # the node type whose time interference stretches
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +81,7 @@ class Output:
     on_path_logit: dict[str, Tensor]
     share: dict[str, Tensor]
     log_step_ms: Tensor  # [1]
-    log_replay_correction: Tensor  # [1]: log(true / replayed) step time under the graph's edit
+    kappa: dict[str, Tensor]  # per node of the interfered type: time lost per unit of overlap (0 to 1)
     terminal_logit: dict[str, Tensor]
     stop_logit: dict[str, Tensor]
     edge_logit: dict[tuple[str, str, str], Tensor]
@@ -121,8 +120,7 @@ class HeteroGAT(nn.Module):
                                        nn.ReLU(), nn.Linear(h // 2, 1))
         self.time_head = nn.Sequential(nn.Linear(h + context, h), nn.ReLU(), nn.Linear(h, 1))
         self.gain_head = nn.Sequential(nn.Linear(h + context, h), nn.ReLU(), nn.Linear(h, 1))
-        self.correction_head = nn.Sequential(nn.Linear(context, h), nn.ReLU(), nn.Linear(h, 1))
-        self.overlap_head = nn.Sequential(nn.Linear(h + context, h), nn.ReLU(), nn.Linear(h, 1))
+        self.interference_head = nn.Sequential(nn.Linear(h + context, h), nn.ReLU(), nn.Linear(h, 1))
         self.drop = nn.Dropout(config.dropout)
 
     @staticmethod
@@ -159,8 +157,7 @@ class HeteroGAT(nn.Module):
             else:  # mean: what the step is like; per-rank sum: how much of it there is
                 pooled += [v.mean(0), self.pool(v).sum(0) / world / 1e3]
         context = torch.cat(pooled)
-        on_path, share, terminal, stop, proposals, gains = {}, {}, {}, {}, [], []
-        extra_ms, span_ms = torch.zeros(()), torch.tensor(1e-3)
+        on_path, share, terminal, stop, kappa, proposals, gains = {}, {}, {}, {}, {}, [], []
         for t, v in h.items():
             if not len(v):
                 continue
@@ -173,16 +170,11 @@ class HeteroGAT(nn.Module):
             saved_ms = torch.expm1(x[t][:, _LOG_SAVED]) / 1e3
             if bool((saved_ms > 0).any()):  # the share of each node's saved time its rank gets back
                 gains.append((t, _MAX_GAIN * torch.sigmoid(self.gain_head(z)[:, 0]) * saved_ms))
-            edited = x[t][:, _EDITED] > 0
-            span_ms = torch.maximum(span_ms, torch.expm1(x[t][:, _LOG_SPAN]).max() / 1e3)
-            if bool(edited.any()):  # what the replay misses: interference the edit changes
-                overlap_ms = torch.expm1(x[t][edited, _LOG_OVERLAP]) / 1e3
-                extra_ms = extra_ms + (torch.tanh(self.overlap_head(z[edited])[:, 0]) * overlap_ms).sum()
+            if t == _INTERFERED:
+                kappa[t] = torch.sigmoid(self.interference_head(z)[:, 0])
         log_observed = torch.cat(proposals).max()
         log_step = (log_observed + self._log_gain_factor(x, gains)).reshape(1)
-        correction = (self.correction_head(context) / _CORRECTION_SCALE
-                      + torch.log1p((extra_ms / world / span_ms).clamp(min=-0.5)))  # per rank, as a share
-        return Output(on_path, share, log_step, correction, terminal, stop, self._edge_logits(x, h, edges))
+        return Output(on_path, share, log_step, kappa, terminal, stop, self._edge_logits(x, h, edges))
 
     def _edge_logits(self, x: dict[str, Tensor], h: dict[str, Tensor],
                      edges: dict[tuple[str, str, str], Tensor]) -> dict[tuple[str, str, str], Tensor]:
@@ -194,3 +186,19 @@ class HeteroGAT(nn.Module):
             z = torch.cat([h[src][ei[0]], h[dst][ei[1]], rel, edge_times(x[src], x[dst], ei)], dim=1)
             out[key] = self.edge_head(z)[:, 0]
         return out
+
+
+def interference_ms(out: Output, data: object, lever_ms: np.ndarray | None) -> Tensor:
+    """What interference adds to the replay of an edit: sum of kappa * lever over the step's nodes.
+
+    Args:
+        data: the ``HeteroData`` of the step (``model_inputs``), whose ``index`` maps each type's rows
+            to StepGraph positions.
+        lever_ms: float[n] per StepGraph node (``dag/interference.py``, in ms); None: no edit, no change.
+    """
+    total = torch.zeros(())
+    if lever_ms is None:
+        return total
+    for t, k in out.kappa.items():
+        total = total + (k * torch.as_tensor(lever_ms[data[t].index.numpy()], dtype=k.dtype)).sum()  # type: ignore[index]
+    return total

@@ -16,9 +16,10 @@ import numpy as np
 import torch
 
 from bottleneck_oracle.dag.analysis import Analysis
+from bottleneck_oracle.dag.interference import interference_levers
 from bottleneck_oracle.dag.whatif import Edit
-from bottleneck_oracle.gnn.corpus import replayed_step_ms
 from bottleneck_oracle.gnn.data import StepGraph, edit_features, model_inputs, step_graphs
+from bottleneck_oracle.gnn.model import interference_ms
 from bottleneck_oracle.gnn.train import Checkpoint, load_checkpoint
 from bottleneck_oracle.gnn.walk import global_scores, walk
 
@@ -39,7 +40,8 @@ class StepPrediction:
             end passes, below elsewhere; the node head's probability orders nodes within each side.
         share (np.ndarray): float32[n] predicted share of the wall time (0 off the walk).
         latency_ms (float): CPU time the prediction took.
-        correction (float): factor the model applies to a replay of the same (edited) step.
+        interference_ms (float): what the model adds to a replay of the same edited step for the
+            interference the edit changes (``dag/interference.py``; 0 without levers).
         replay_ms (float): the replay's wall time for the step (NaN when not replayed).
     """
 
@@ -49,13 +51,13 @@ class StepPrediction:
     on_path: np.ndarray
     share: np.ndarray
     latency_ms: float
-    correction: float = 1.0
+    interference_ms: float = 0.0
     replay_ms: float = float("nan")
 
     @property
     def corrected_ms(self) -> float:
-        """The replay's wall time corrected by the model (for what the replay cannot know)."""
-        return self.replay_ms * self.correction
+        """The replay's wall time corrected by the model (for the interference the replay cannot know)."""
+        return self.replay_ms + self.interference_ms
 
 
 class Predictor:
@@ -73,8 +75,9 @@ class Predictor:
         preferred = self.checkpoint.metrics.get("preferred", {})
         return str(preferred.get(question, "gnn")) if isinstance(preferred, dict) else "gnn"
 
-    def predict_graph(self, sg: StepGraph) -> StepPrediction:
-        """Predicts one (possibly edited) step graph."""
+    def predict_graph(self, sg: StepGraph, lever_ms: np.ndarray | None = None) -> StepPrediction:
+        """Predicts one (possibly edited) step graph; ``lever_ms`` (per node, from the replay of the
+        edit) gives the interference correction."""
         started = time.process_time()
         x, edges, data = model_inputs(sg)
         with torch.no_grad():
@@ -90,19 +93,20 @@ class Predictor:
         share[~visited] = 0.0  # a node off the path accounts for none of the wall time
         latency = (time.process_time() - started) * 1e3
         return StepPrediction(sg.step, math.exp(float(out.log_step_ms)), sg.node, on_path, share, latency,
-                              math.exp(float(out.log_replay_correction)))
+                              float(interference_ms(out, data, lever_ms)))
 
     def predict(self, a: Analysis, edits: Sequence[Edit] = (), steps: tuple[int, ...] = ()) -> list[StepPrediction]:
         """Every complete step of ``a`` (or only ``steps``), with ``edits`` applied to the features and
         replayed, so that both the model's own answer and its corrected replay are there."""
         graphs = step_graphs(a, bidirectional=self.model.config.bidirectional)
         masks = [(e.select(a), e.speedup) for e in edits]
-        replayed = replayed_step_ms(a, list(edits))
+        replayed = interference_levers(a, list(edits))
         out = []
         for sg in graphs:
             if steps and sg.step not in steps:
                 continue
             for mask, speedup in masks:
                 sg = edit_features(sg, mask[sg.node], speedup)
-            out.append(replace(self.predict_graph(sg), replay_ms=replayed.get(sg.step, float("nan"))))
+            levers = replayed.lever_ns[sg.node] / 1e6 if edits else None
+            out.append(replace(self.predict_graph(sg, levers), replay_ms=replayed.step_ms.get(sg.step, float("nan"))))
         return out

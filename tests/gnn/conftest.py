@@ -44,7 +44,7 @@ def tiny_splits(tiny_corpus: Path) -> dict[str, list[GraphSample]]:
 
 
 TINY_TRAINING = TrainConfig(epochs=2, hidden=16, layers=2, heads=2, seed=0, val_graphs=8, lr=1e-2, graphs_per_sample=8,
-                            correction_steps=8)
+                            refit_steps=8)
 
 
 @pytest.fixture(scope="session")

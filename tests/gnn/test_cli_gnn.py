@@ -12,7 +12,7 @@ from tests.test_cli import _oracle
 def test_train_then_evaluate_on_a_corpus(tiny_corpus: Path, tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
     out = _oracle("train", "--data", tiny_corpus, "--out", ckpt, "--epochs", "1", "--hidden", "16", "--layers", "1",
-                  "--correction-steps", "5")
+                  "--refit-steps", "5")
     assert out.returncode == 0, out.stderr
     assert "trained on 3 traces" in out.stdout and (ckpt / "model.pt").is_file()
     out = _oracle("gnn-eval", "--data", tiny_corpus, "--checkpoint", ckpt, "--json", "--plots", tmp_path / "plots")

@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+import pytest
 import torch
 
 from bottleneck_oracle.gnn.data import model_inputs, step_graphs
 from bottleneck_oracle.gnn.model import HeteroGAT, ModelConfig
-from bottleneck_oracle.gnn.train import loss_of
+from bottleneck_oracle.gnn.train import Item, loss_of
 from tests.dag.synth_cases import synth_case
 
 
@@ -37,7 +39,7 @@ def test_a_few_steps_of_adamw_fit_one_graph() -> None:
     x, edges, data = model_inputs(g)
     losses = []
     for _ in range(30):
-        loss = loss_of(model(x, edges), data, g, g.step_ms)
+        loss = loss_of(model(x, edges), data, g, Item(g, None, 1.0, g.step_ms, g.step_ms, None))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -60,20 +62,23 @@ def test_edge_times_are_the_gaps_between_the_ends_of_an_edge() -> None:
     assert torch.allclose(got, torch.sign(want) * torch.log1p(want.abs()), atol=1e-3)
 
 
-def test_the_replay_correction_reads_the_overlap_of_edited_nodes() -> None:
-    from bottleneck_oracle.gnn.data import FEATURES, edit_features
+def test_interference_is_kappa_times_lever_over_kernels() -> None:
+    from bottleneck_oracle.gnn.model import interference_ms
 
-    a, _ = synth_case("gpt2-small", dp=2)  # DDP all-reduces overlap backward kernels
+    a, _ = synth_case("gpt2-small", dp=2)
     g = step_graphs(a)[0]
     model = HeteroGAT(ModelConfig(relations=tuple(sorted(g.edges)), hidden=16, layers=2)).eval()
-    overlapping = g.x[:, FEATURES.index("log_overlap_us")] > 0
-    assert overlapping.any()
+    x, edges, data = model_inputs(g)
     with torch.no_grad():
-        plain = model(*model_inputs(edit_features(g, overlapping, 2.0))[:2]).log_replay_correction
-        hidden = edit_features(g, overlapping, 2.0)
-        hidden.x[:, FEATURES.index("log_overlap_us")] = 0  # the same edit without the overlap
-        blind = model(*model_inputs(hidden)[:2]).log_replay_correction
-    assert not torch.allclose(plain, blind)
+        out = model(x, edges)
+    assert set(out.kappa) == {"kernel"} and bool(((out.kappa["kernel"] > 0) & (out.kappa["kernel"] < 1)).all())
+    lever = np.zeros(len(g), dtype=np.float32)
+    kernels = data["kernel"].index.numpy()
+    lever[kernels[:3]] = [1.0, 2.0, -0.5]
+    lever[np.setdiff1d(np.arange(len(g)), kernels)[:5]] = 7.0  # other node types have no kappa
+    want = float((out.kappa["kernel"][:3] * torch.tensor([1.0, 2.0, -0.5])).sum())
+    assert float(interference_ms(out, data, lever)) == pytest.approx(want, rel=1e-5)
+    assert float(interference_ms(out, data, None)) == 0.0
 
 
 def test_directed_and_bidirectional_variants_build_from_config() -> None:

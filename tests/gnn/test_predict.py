@@ -64,6 +64,19 @@ def test_a_faster_kernel_class_predicts_a_shorter_step() -> None:
     assert after[0].replay_ms < before[0].replay_ms
 
 
+def test_a_faster_allreduce_gives_back_the_interference_replay_keeps() -> None:
+    from bottleneck_oracle.traces.synth.whatif import Edit as SynthEdit
+    from bottleneck_oracle.traces.synth.whatif import whatif
+
+    a, manifest = synth_case("gpt2-small", dp=2)  # its all-reduces overlap backward kernels
+    truth = whatif(manifest.config, SynthEdit.collective_faster("allreduce", 2.0)).edited.job_step_ms()
+    (p,) = Predictor().predict(a, [Edit(2.0, kinds=(NodeKind.COMM,), collective="allreduce")], steps=(2,))
+    assert p.interference_ms < 0 and p.corrected_ms == pytest.approx(p.replay_ms + p.interference_ms)
+    assert abs(p.corrected_ms / truth[2] - 1) < abs(p.replay_ms / truth[2] - 1)
+    (observed,) = Predictor().predict(a, steps=(2,))
+    assert observed.interference_ms == 0.0 and observed.corrected_ms == observed.replay_ms
+
+
 def test_predictor_takes_a_checkpoint_folder(tiny_checkpoint, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from bottleneck_oracle.gnn.train import save_checkpoint
 
