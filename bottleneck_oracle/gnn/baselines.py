@@ -7,6 +7,8 @@
   training graphs (the aggregates are stored in the checkpoint, so every
   evaluation refits them identically instead of unpickling models).
 - ``duration``: criticality ranked by a node's own duration.
+- ``replay_kappa``: replay plus one interference constant for every kernel of every job
+  (``fit_kappa`` on the training what-ifs), where the model predicts one per kernel.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 
 from bottleneck_oracle.gnn.data import FEATURES, NODE_TYPES, OP_CLASSES, StepGraph, node_ranks
 
-__all__ = ["compute_sum_ms", "aggregates", "AggregateRegressors", "duration_score"]
+__all__ = ["compute_sum_ms", "aggregates", "AggregateRegressors", "duration_score", "fit_kappa"]
 
 _C = {name: i for i, name in enumerate(FEATURES)}
 _KERNEL = NODE_TYPES.index("kernel")
@@ -28,6 +30,13 @@ def compute_sum_ms(sg: StepGraph) -> float:
     kernels = sg.ntype == _KERNEL
     per_rank = np.bincount(node_ranks(sg.x)[kernels], weights=dur[kernels])
     return float(per_rank.max()) if len(per_rank) else 0.0
+
+
+def fit_kappa(lever_ms: np.ndarray, missed_ms: np.ndarray) -> float:
+    """The one kappa that best explains, in least squares, what replay missed (truth - replay) through
+    each what-if's summed levers (``dag/interference.py``); 0 without levers."""
+    norm = float(lever_ms @ lever_ms)
+    return float(lever_ms @ missed_ms / norm) if norm > 0 else 0.0
 
 
 def duration_score(sg: StepGraph) -> np.ndarray:

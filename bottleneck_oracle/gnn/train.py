@@ -24,14 +24,14 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from bottleneck_oracle.errors import ConfigError
-from bottleneck_oracle.gnn.baselines import aggregates
+from bottleneck_oracle.gnn.baselines import aggregates, fit_kappa
 from bottleneck_oracle.gnn.corpus import Sample
 from bottleneck_oracle.gnn.data import FEATURES, NODE_TYPES, OP_CLASSES, StepGraph, edit_features, model_inputs
 from bottleneck_oracle.gnn.model import HeteroGAT, ModelConfig, Output, interference_ms
 from bottleneck_oracle.gnn.walk import global_scores, path_loss, walk
 
 __all__ = ["TrainConfig", "Checkpoint", "train", "refit_heads", "save_checkpoint", "load_checkpoint", "items",
-           "loss_of", "graph_of", "log_corrected_error", "Item", "CHECKPOINT_VERSION", "record_metrics"]
+           "loss_of", "graph_of", "log_corrected_error", "Item", "constant_kappa", "CHECKPOINT_VERSION", "record_metrics"]
 
 CHECKPOINT_VERSION = 3
 _WEIGHTS, _CONFIG, _BASELINES = "model.pt", "config.json", "baselines.npz"
@@ -202,12 +202,20 @@ def train(train_set: list[Sample], val_set: list[Sample], config: TrainConfig = 
         "config": {k: getattr(config, k) for k in TrainConfig.__dataclass_fields__},
         "history": history, "best_val_score": best, "seconds": round(time.monotonic() - started, 1),
         "refit_seconds": round(time.monotonic() - refit_started, 1),
+        "kappa_fit": constant_kappa([item for pool in per_sample for item in pool]),
         "graphs": {"train": sum(map(len, per_sample)), "val": len(val_items)},
         "samples": {"train": [s.sample_id for s in train_set], "val": [s.sample_id for s in val_set]},
     }
     rows = [(aggregates(graph_of(item)), math.log(item.true_ms)) for pool in per_sample for item in pool]
     baseline_rows = (np.stack([r for r, _ in rows]), np.array([y for _, y in rows]))
     return Checkpoint(model.eval(), train_info, baseline_rows=baseline_rows)
+
+
+def constant_kappa(pool: list[Item]) -> float:
+    """The ``replay_kappa`` baseline's one kappa, fitted on the what-ifs of ``pool``."""
+    levered = [i for i in pool if i.lever_ms is not None]
+    return fit_kappa(np.array([float(i.lever_ms.sum()) for i in levered]),  # type: ignore[union-attr]
+                     np.array([i.true_ms - i.replay_ms for i in levered]))
 
 
 _REFIT_HEADS = ("time_head.", "interference_head.")

@@ -39,3 +39,13 @@ def test_regressors_fit_what_they_are_given() -> None:
     for g in graphs:
         assert fitted.predict(g)["gbt"] == pytest.approx(g.step_ms, rel=0.1)
         assert set(fitted.predict(g)) == {"mlp", "gbt"}
+
+
+def test_fit_kappa_recovers_one_constant_from_what_replay_missed() -> None:
+    from bottleneck_oracle.gnn.baselines import fit_kappa
+
+    rng = np.random.default_rng(0)
+    lever = rng.uniform(-3, 0, 200)  # ms: a faster all-reduce overlaps less
+    missed = 0.3 * lever + rng.normal(0, 0.01, 200)
+    assert fit_kappa(lever, missed) == pytest.approx(0.3, abs=0.01)
+    assert fit_kappa(np.zeros(3), np.ones(3)) == 0.0  # a CPU job: no lever, nothing to fit

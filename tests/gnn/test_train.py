@@ -32,6 +32,7 @@ def test_checkpoint_round_trips_as_weights_and_json(tiny_checkpoint: Checkpoint,
     meta = json.loads((out / "config.json").read_text())
     assert meta["version"] == CHECKPOINT_VERSION and meta["features"] == list(FEATURES)
     assert meta["train"]["config"]["seed"] == 0 and len(meta["train"]["history"]) >= 1
+    assert meta["train"]["kappa_fit"] == 0.0  # the tiny jobs are CPU-bound: no lever, no interference
     torch.load(out / "model.pt", weights_only=True)  # a state dict, no pickled classes
     loaded = load_checkpoint(out)
     for name, value in tiny_checkpoint.model.state_dict().items():
