@@ -98,4 +98,7 @@ def test_host_pause_found_on_its_rank_and_step(pause: Analysis) -> None:
     found = {(f.category, f.step, f.ranks) for f in a.findings}
     assert (Bottleneck.HOST_PAUSE, 5, (0,)) in found
     assert (Bottleneck.STRAGGLER_RANK, 5, (0,)) in found  # rank 1 then waited for it
-    assert all(f.step == 5 for f in a.findings)
+    # the pause is reported on its step only (a gloo transfer on a shared machine can itself stall
+    # for tens of ms now and then, which is real exposed communication elsewhere)
+    blamed = [f for f in a.findings if f.category in (Bottleneck.HOST_PAUSE, Bottleneck.STRAGGLER_RANK)]
+    assert all(f.step == 5 for f in blamed), [(f.category, f.step, f.ranks, f.impact_ms) for f in a.findings]
