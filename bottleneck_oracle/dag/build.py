@@ -230,7 +230,7 @@ def _end_at_early_resumes(nd: _Nodes, gloo: np.ndarray, waiter_lane: np.ndarray,
                           cpu: np.ndarray) -> None:
     """Ends a gloo op where its waiting thread, idle for a while, resumed shortly before the op's span
     closed (the worker reports completion late): the data was there when the waiter went on."""
-    resumer, _ = idle_resumes(*nd.chain, nd.kind, nd.start, nd.end, cpu, WAIT_NS)
+    resumer = idle_resumes(*nd.chain, nd.kind, nd.start, nd.end, cpu, WAIT_NS)
     resumer = resumer[np.lexsort((nd.start[resumer], nd.lane[resumer]))]
     lane_of, start_of = nd.lane[resumer], nd.start[resumer]
     for g, wl in zip(gloo.tolist(), waiter_lane.tolist()):

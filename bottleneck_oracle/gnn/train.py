@@ -196,17 +196,18 @@ def train(train_set: list[Sample], val_set: list[Sample], config: TrainConfig = 
             break  # out of patience, or another epoch would end past the time budget
     if best_state is not None:
         model.load_state_dict(best_state)
+    every = [item for pool in per_sample for item in pool]
     refit_started = time.monotonic()
-    refit_heads(model, [item for pool in per_sample for item in pool], config.refit_steps, config.seed)
+    refit_heads(model, every, config.refit_steps, config.seed)
     train_info = {
         "config": {k: getattr(config, k) for k in TrainConfig.__dataclass_fields__},
         "history": history, "best_val_score": best, "seconds": round(time.monotonic() - started, 1),
         "refit_seconds": round(time.monotonic() - refit_started, 1),
-        "kappa_fit": constant_kappa([item for pool in per_sample for item in pool]),
+        "kappa_fit": constant_kappa(every),
         "graphs": {"train": sum(map(len, per_sample)), "val": len(val_items)},
         "samples": {"train": [s.sample_id for s in train_set], "val": [s.sample_id for s in val_set]},
     }
-    rows = [(aggregates(graph_of(item)), math.log(item.true_ms)) for pool in per_sample for item in pool]
+    rows = [(aggregates(graph_of(item)), math.log(item.true_ms)) for item in every]
     baseline_rows = (np.stack([r for r, _ in rows]), np.array([y for _, y in rows]))
     return Checkpoint(model.eval(), train_info, baseline_rows=baseline_rows)
 

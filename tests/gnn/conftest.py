@@ -9,6 +9,8 @@ import torch
 
 from bottleneck_oracle.gnn.corpus import Sample as GraphSample
 from bottleneck_oracle.gnn.corpus import load_split
+from bottleneck_oracle.gnn.data import StepGraph
+from bottleneck_oracle.gnn.model import HeteroGAT, ModelConfig
 from bottleneck_oracle.gnn.train import Checkpoint, TrainConfig, train
 from bottleneck_oracle.traces.dataset import Sample, build_dataset
 from bottleneck_oracle.traces.injection import parse_injection
@@ -17,6 +19,11 @@ from bottleneck_oracle.traces.synth import SynthConfig
 
 # Two test workers share two cores: torch's own thread pool in each would only make them wait on each other.
 torch.set_num_threads(1)
+
+
+def small_model(g: StepGraph, **config: object) -> HeteroGAT:
+    """An untrained 2-layer, 16-wide model over the relations of ``g``."""
+    return HeteroGAT(ModelConfig(relations=tuple(sorted(g.edges)), hidden=16, layers=2, **config))  # type: ignore[arg-type]
 
 
 def _plan() -> list[Sample]:

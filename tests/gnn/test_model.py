@@ -10,12 +10,13 @@ from bottleneck_oracle.gnn.data import model_inputs, step_graphs
 from bottleneck_oracle.gnn.model import HeteroGAT, ModelConfig
 from bottleneck_oracle.gnn.train import Item, loss_of
 from tests.dag.synth_cases import synth_case
+from tests.gnn.conftest import small_model
 
 
 def test_heads_give_one_value_per_node_and_one_per_step() -> None:
     a, _ = synth_case("tiny", dp=2)
     g = step_graphs(a)[0]
-    model = HeteroGAT(ModelConfig(relations=tuple(sorted(g.edges)), hidden=16, layers=2)).eval()
+    model = small_model(g).eval()
     x, edges, data = model_inputs(g)
     out = model(x, edges)
     assert {t: len(v) for t, v in out.on_path_logit.items()} == {t: len(v) for t, v in x.items()}
@@ -34,7 +35,7 @@ def test_a_few_steps_of_adamw_fit_one_graph() -> None:
     torch.manual_seed(0)
     a, _ = synth_case("tiny", dp=2)
     g = step_graphs(a)[0]
-    model = HeteroGAT(ModelConfig(relations=tuple(sorted(g.edges)), hidden=16, layers=2, dropout=0.0))
+    model = small_model(g, dropout=0.0)
     optimizer = torch.optim.AdamW(model.parameters(), lr=5e-3)
     x, edges, data = model_inputs(g)
     losses = []
@@ -67,7 +68,7 @@ def test_interference_is_kappa_times_lever_over_kernels() -> None:
 
     a, _ = synth_case("gpt2-small", dp=2)
     g = step_graphs(a)[0]
-    model = HeteroGAT(ModelConfig(relations=tuple(sorted(g.edges)), hidden=16, layers=2)).eval()
+    model = small_model(g).eval()
     x, edges, data = model_inputs(g)
     with torch.no_grad():
         out = model(x, edges)

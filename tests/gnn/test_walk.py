@@ -4,9 +4,9 @@ import numpy as np
 import torch
 
 from bottleneck_oracle.gnn.data import model_inputs, step_graphs
-from bottleneck_oracle.gnn.model import HeteroGAT, ModelConfig
 from bottleneck_oracle.gnn.walk import Scores, global_scores, path_loss, walk
 from tests.dag.synth_cases import synth_case
+from tests.gnn.conftest import small_model
 
 
 def _scores(edges: list[tuple[int, int, float]], n: int, terminal: int, stop: dict[int, float] | None = None) -> Scores:
@@ -61,7 +61,7 @@ def test_a_steps_path_label_runs_along_its_edges() -> None:
 def test_global_scores_put_every_edge_at_its_step_graph_positions() -> None:
     a, _ = synth_case("tiny", dp=2)
     g = step_graphs(a)[0]
-    model = HeteroGAT(ModelConfig(relations=tuple(sorted(g.edges)), hidden=16, layers=2)).eval()
+    model = small_model(g).eval()
     x, edges, data = model_inputs(g)
     with torch.no_grad():
         scores = global_scores(model(x, edges), data, len(g))
