@@ -26,11 +26,13 @@ from bottleneck_oracle.dag.analysis import analyze  # noqa: E402
 from bottleneck_oracle.dag.interference import interference_levers  # noqa: E402
 from bottleneck_oracle.dag.types import NodeKind  # noqa: E402
 from bottleneck_oracle.dag.whatif import Edit, replay  # noqa: E402
-from bottleneck_oracle.gnn.data import edit_features, model_inputs, step_graphs  # noqa: E402
+from bottleneck_oracle.gnn.data import step_graphs  # noqa: E402
+from bottleneck_oracle.gnn.edits import edit_features  # noqa: E402
+from bottleneck_oracle.gnn.hetero import model_inputs  # noqa: E402
 from bottleneck_oracle.gnn.predict import Predictor  # noqa: E402
 from bottleneck_oracle.gnn.train import Item, loss_of  # noqa: E402
+from bottleneck_oracle.synth import SynthConfig, synthesize  # noqa: E402
 from bottleneck_oracle.traces import read_trace  # noqa: E402
-from bottleneck_oracle.traces.synth import SynthConfig, synthesize  # noqa: E402
 
 
 def _cpu_ms(fn, repeat: int = 5) -> float:  # type: ignore[no-untyped-def]

@@ -20,8 +20,8 @@ import numpy as np
 from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.dag.gpu_detectors import gpu_busy_ns
 from bottleneck_oracle.dag.types import Category, EdgeType, NodeKind
+from bottleneck_oracle.synth import SynthConfig, synthesize
 from bottleneck_oracle.traces import read_trace
-from bottleneck_oracle.traces.synth import SynthConfig, synthesize
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "traces" / "real" / "hta" / "ns_resolution"
 

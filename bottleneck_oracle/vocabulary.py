@@ -1,10 +1,10 @@
-"""The bottleneck vocabulary of DESIGN, shared by every layer: captures, findings, evals, the agent."""
+"""The shared vocabulary of DESIGN: bottleneck categories and kernel classes, used by every layer."""
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["Bottleneck"]
+__all__ = ["Bottleneck", "KernelClass"]
 
 
 class Bottleneck(StrEnum):
@@ -20,3 +20,12 @@ class Bottleneck(StrEnum):
     PIPELINE_BUBBLE = "pipeline_bubble"
     CHECKPOINT_STALL = "checkpoint_stall"
     NONE = "none"
+
+
+class KernelClass(StrEnum):
+    """What a compute kernel is: the simulator's roofline costs and the what-if edits' targets."""
+
+    GEMM = "gemm"
+    ATTENTION = "attention"
+    ELEMENTWISE = "elementwise"
+    OPTIMIZER = "optimizer"

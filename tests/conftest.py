@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,3 +28,10 @@ def real_traces() -> Path:
     if not REAL.is_dir():
         pytest.fail(f"real traces not found at {REAL}: clone the repo beside ../shared")
     return REAL
+
+
+def run_oracle(*args: object, env: dict[str, str] | None = None,
+               timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m bottleneck_oracle ARGS`` as a user runs it: a real process, its output and exit code."""
+    return subprocess.run([sys.executable, "-m", "bottleneck_oracle", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, env=env)

@@ -19,18 +19,18 @@ from pathlib import Path
 
 import numpy as np
 
+from bottleneck_oracle.capture.capture import load_manifest
+from bottleneck_oracle.capture.instrument import CHECKPOINT_ANNOTATION, LOAD_ANNOTATION
 from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.dag.interference import interference_levers
 from bottleneck_oracle.dag.types import NodeKind
 from bottleneck_oracle.dag.whatif import Edit, replay
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.gnn.data import StepGraph, op_class_mask, step_graphs
+from bottleneck_oracle.synth.dataset import load_index
 from bottleneck_oracle.traces import read_trace
-from bottleneck_oracle.traces.capture import load_manifest
-from bottleneck_oracle.traces.dataset import load_index
-from bottleneck_oracle.traces.instrument import CHECKPOINT_ANNOTATION, LOAD_ANNOTATION
-from bottleneck_oracle.traces.manifest import MANIFEST_NAME
-from bottleneck_oracle.traces.synth.whatif import WHATIF_NAME
+from bottleneck_oracle.truth.edits import WHATIF_NAME
+from bottleneck_oracle.truth.manifest import MANIFEST_NAME
 
 __all__ = [
     "WhatIf", "Sample", "node_edit", "injection_removal", "load_sample", "load_split", "load_captures",

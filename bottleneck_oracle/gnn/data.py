@@ -5,10 +5,8 @@ shows before any analysis (durations, start offsets within the rank's step,
 op class from name patterns, a hashed name, role, bytes, collective type and
 size, stream or thread, rank, degree); the labels (critical-path membership,
 share of the step's wall time, the step's wall time) come from the analysis
-and never feed back into a feature. A what-if edit rewrites the features of
-the nodes it touches (shorter durations, a flag and the speed-up) and leaves
-every other node as observed, so the model must work out what the change
-does downstream.
+and never feed back into a feature. What-if edits of these graphs are in
+``gnn/edits``, their PyG form in ``gnn/hetero``.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from __future__ import annotations
 import functools
 import re
 import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,8 +25,8 @@ from bottleneck_oracle.dag.names import collective_type
 from bottleneck_oracle.dag.types import EdgeType, NodeKind, Role
 
 __all__ = [
-    "NODE_TYPES", "OP_CLASSES", "COLLECTIVES", "FEATURES", "StepGraph", "step_graphs", "edit_features", "rewire",
-    "to_hetero", "model_inputs", "op_class_mask", "node_ranks",
+    "NODE_TYPES", "OP_CLASSES", "COLLECTIVES", "FEATURES", "COLUMN", "REMOVED_LOG_SPEEDUP", "StepGraph", "step_graphs",
+    "op_class_mask", "node_ranks", "time_columns",
 ]
 
 NODE_TYPES = ("cpu_op", "annotation", "runtime", "kernel", "memcpy", "comm")
@@ -64,9 +62,9 @@ FEATURES: tuple[str, ...] = (
     _SCALARS + tuple(f"class_{c}" for c, _ in OP_CLASSES) + tuple(f"coll_{c}" for c in COLLECTIVES)
     + tuple(f"role_{r.name.lower()}" for r in Role) + tuple(f"hash_{i}" for i in range(_HASH_BUCKETS))
 )
-_COL = {name: i for i, name in enumerate(FEATURES)}
+COLUMN = {name: i for i, name in enumerate(FEATURES)}  # feature name -> its column in x
 _MS = 100.0  # linear time features in units of 100 ms
-_REMOVED_LOG_SPEEDUP = 5.0  # log speed-up standing for "removed"
+REMOVED_LOG_SPEEDUP = 5.0  # log speed-up standing for "removed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,43 +140,43 @@ def _static_features(g: ExecGraph, nodes: np.ndarray, step_start: np.ndarray, ca
     start_us = np.maximum(g.start_ns[nodes] - step_start, 0) / 1e3
     world = max(len(g.trace.ranks), 1)
     rank = g.rank[nodes]
-    x[:, _COL["rank_frac"]] = rank / max(world - 1, 1)
-    x[:, _COL["log2_world"]] = np.log2(world)
+    x[:, COLUMN["rank_frac"]] = rank / max(world - 1, 1)
+    x[:, COLUMN["log2_world"]] = np.log2(world)
     event = g.event[nodes]
-    x[:, _COL["log_bytes"]] = np.log1p(np.maximum(ev.nbytes[event], 0)) / 20
-    x[:, _COL["log_elems"]] = np.log1p(np.maximum(ev.nelems[event], 0)) / 20
-    x[:, _COL["log_group"]] = np.log1p(np.maximum(ev.group_size[event], 0))
+    x[:, COLUMN["log_bytes"]] = np.log1p(np.maximum(ev.nbytes[event], 0)) / 20
+    x[:, COLUMN["log_elems"]] = np.log1p(np.maximum(ev.nelems[event], 0)) / 20
+    x[:, COLUMN["log_group"]] = np.log1p(np.maximum(ev.group_size[event], 0))
     lanes = g.trace.lanes
-    x[:, _COL["gpu_lane"]] = lanes.is_gpu[g.lane[nodes]]
-    x[:, _COL["lane_slot"]] = cache["lane_slot"][g.lane[nodes]] / 8
-    x[:, _COL["log_in_deg"]] = np.log1p(in_deg)
-    x[:, _COL["log_out_deg"]] = np.log1p(out_deg)
-    x[:, _COL["depth"]] = np.minimum(g.depth[nodes], 20) / 10
+    x[:, COLUMN["gpu_lane"]] = lanes.is_gpu[g.lane[nodes]]
+    x[:, COLUMN["lane_slot"]] = cache["lane_slot"][g.lane[nodes]] / 8
+    x[:, COLUMN["log_in_deg"]] = np.log1p(in_deg)
+    x[:, COLUMN["log_out_deg"]] = np.log1p(out_deg)
+    x[:, COLUMN["depth"]] = np.minimum(g.depth[nodes], 20) / 10
     name = g.name[nodes]
     rows = np.arange(len(nodes))
     op, coll, bucket = cache["op"][name], cache["coll"][name], cache["bucket"][name]
-    first = _COL[f"class_{OP_CLASSES[0][0]}"]
+    first = COLUMN[f"class_{OP_CLASSES[0][0]}"]
     x[rows[op >= 0], first + op[op >= 0]] = 1
-    first = _COL[f"coll_{COLLECTIVES[0]}"]
+    first = COLUMN[f"coll_{COLLECTIVES[0]}"]
     x[rows[coll >= 0], first + coll[coll >= 0]] = 1
-    x[rows, _COL["role_other"] + g.role[nodes]] = 1
-    x[rows, _COL["hash_0"] + bucket] = 1
+    x[rows, COLUMN["role_other"] + g.role[nodes]] = 1
+    x[rows, COLUMN["hash_0"] + bucket] = 1
     # start against the earliest rank's step start: comparable across ranks, as a walk along
     # collective edges needs
     known = step_start[step_start > 0]
     origin = known.min() if len(known) else g.start_ns[nodes].min()
-    x[:, _COL["gstart_ms"]] = (g.start_ns[nodes] - origin) / 1e6 / _MS
-    _time_columns(x, dur_us, start_us)
+    x[:, COLUMN["gstart_ms"]] = (g.start_ns[nodes] - origin) / 1e6 / _MS
+    time_columns(x, dur_us, start_us)
     return x
 
 
 def node_ranks(x: np.ndarray) -> np.ndarray:
     """int64[n]: the rank of every node, read back from its features."""
-    world = 2 ** x[:, _COL["log2_world"]].astype(np.float64)
-    return np.rint(x[:, _COL["rank_frac"]] * np.maximum(world - 1, 1)).astype(np.int64)
+    world = 2 ** x[:, COLUMN["log2_world"]].astype(np.float64)
+    return np.rint(x[:, COLUMN["rank_frac"]] * np.maximum(world - 1, 1)).astype(np.int64)
 
 
-def _time_columns(x: np.ndarray, dur_us: np.ndarray, start_us: np.ndarray) -> None:
+def time_columns(x: np.ndarray, dur_us: np.ndarray, start_us: np.ndarray) -> None:
     """Time features from durations and start offsets; the rank columns must be filled already.
 
     Besides the node's own times: how long its rank's step spans, how far the node
@@ -190,16 +188,16 @@ def _time_columns(x: np.ndarray, dur_us: np.ndarray, start_us: np.ndarray) -> No
     span = np.zeros(rank.max() + 1 if len(rank) else 1)
     np.maximum.at(span, rank, end_us)
     rank_span = span[rank]
-    x[:, _COL["log_rank_span_us"]] = np.log1p(rank_span)
-    x[:, _COL["log_to_rank_end_us"]] = np.log1p(rank_span - end_us)
-    x[:, _COL["rank_span_frac"]] = rank_span / max(span.max(), 1e-9)
-    x[:, _COL["longest_rank"]] = rank_span == span.max()
-    x[:, _COL["log_dur_us"]] = np.log1p(dur_us)
-    x[:, _COL["dur_ms"]] = dur_us / 1e3 / _MS
-    x[:, _COL["log_start_us"]] = np.log1p(start_us)
-    x[:, _COL["start_ms"]] = start_us / 1e3 / _MS
-    x[:, _COL["log_end_us"]] = np.log1p(end_us)
-    x[:, _COL["end_ms"]] = end_us / 1e3 / _MS
+    x[:, COLUMN["log_rank_span_us"]] = np.log1p(rank_span)
+    x[:, COLUMN["log_to_rank_end_us"]] = np.log1p(rank_span - end_us)
+    x[:, COLUMN["rank_span_frac"]] = rank_span / max(span.max(), 1e-9)
+    x[:, COLUMN["longest_rank"]] = rank_span == span.max()
+    x[:, COLUMN["log_dur_us"]] = np.log1p(dur_us)
+    x[:, COLUMN["dur_ms"]] = dur_us / 1e3 / _MS
+    x[:, COLUMN["log_start_us"]] = np.log1p(start_us)
+    x[:, COLUMN["start_ms"]] = start_us / 1e3 / _MS
+    x[:, COLUMN["log_end_us"]] = np.log1p(end_us)
+    x[:, COLUMN["end_ms"]] = end_us / 1e3 / _MS
 
 
 def _gap_columns(x: np.ndarray, g: ExecGraph, nodes: np.ndarray, src: np.ndarray, dst: np.ndarray,
@@ -215,9 +213,9 @@ def _gap_columns(x: np.ndarray, g: ExecGraph, nodes: np.ndarray, src: np.ndarray
     launch = etype == EdgeType.LAUNCH
     lag = np.zeros(len(nodes))
     np.maximum.at(lag, dst[launch], np.maximum(start[dst[launch]] - start[src[launch]], 0) / 1e3)
-    x[:, _COL["log_gap_before_us"]] = np.log1p(before)
-    x[:, _COL["log_gap_after_us"]] = np.log1p(after)
-    x[:, _COL["log_launch_lag_us"]] = np.log1p(lag)
+    x[:, COLUMN["log_gap_before_us"]] = np.log1p(before)
+    x[:, COLUMN["log_gap_after_us"]] = np.log1p(after)
+    x[:, COLUMN["log_launch_lag_us"]] = np.log1p(lag)
 
 
 def _overlap_column(x: np.ndarray, g: ExecGraph, nodes: np.ndarray) -> None:
@@ -235,7 +233,7 @@ def _overlap_column(x: np.ndarray, g: ExecGraph, nodes: np.ndarray) -> None:
             target = np.flatnonzero(mine & mine_rank)
             s, e = merged(start[other & mine_rank], end[other & mine_rank])
             overlap[target] = covered(s, e, start[target], end[target])
-    x[:, _COL["log_overlap_us"]] = np.log1p(overlap / 1e3)
+    x[:, COLUMN["log_overlap_us"]] = np.log1p(overlap / 1e3)
 
 
 def _lane_slots(g: ExecGraph) -> np.ndarray:
@@ -336,91 +334,3 @@ def step_graphs(a: Analysis, *, bidirectional: bool = True, max_nodes: int = 200
         out.append(StepGraph(step=step, node=nodes, ntype=t, x=x, edges=edges, step_ms=step_ms,
                              on_path=on_path, share=share, path=path))
     return out
-
-
-def edit_features(sg: StepGraph, edited: np.ndarray, speedup: float, step_ms: float = float("nan")) -> StepGraph:
-    """The graph as the model sees it after an edit: edited nodes ``speedup`` times shorter (inf: removed).
-
-    Args:
-        sg: the observed step.
-        edited: bool[n] over ``sg``'s nodes.
-        speedup: > 0.
-        step_ms: the true wall time after the edit when known (training), else NaN.
-    """
-    x = sg.x.copy()
-    start_us = np.expm1(x[:, _COL["log_start_us"]].astype(np.float64))
-    dur_us = np.expm1(x[:, _COL["log_dur_us"]].astype(np.float64))
-    removed = np.isinf(speedup)
-    before = dur_us[edited]
-    dur_us[edited] = 0.0 if removed else before / speedup
-    x[edited, _COL["log_saved_us"]] = np.log1p(before - dur_us[edited])
-    _time_columns(x, dur_us, start_us)
-    x[edited, _COL["edited"]] = 1
-    x[edited, _COL["edit_log_speedup"]] = _REMOVED_LOG_SPEEDUP if removed else np.log(speedup)
-    x[edited, _COL["removed"]] = float(removed)
-    return replace(sg, x=x, step_ms=step_ms, has_labels=False)
-
-
-def rewire(sg: StepGraph, remove: tuple[tuple[int, int], ...] = (),
-           add: tuple[tuple[int, str, int], ...] = ()) -> StepGraph:
-    """The graph as the model sees it with dependencies changed: a what-if that moves work (an
-    all-reduce onto its own stream, a send no longer waited for) rather than shortening it.
-
-    Args:
-        remove: (u, v) node positions: every edge u → v goes, with its reverse.
-        add: (u, relation, v): a new edge of ``relation`` (an EdgeType name, lower case), with its
-            reverse where the graph has reverse edges.
-
-    Raises:
-        ValueError: a position outside the graph or an unknown relation.
-    """
-    n = len(sg)
-    relations = {e.name.lower() for e in EdgeType}
-    for u, v in [*remove, *((u, v) for u, _, v in add)]:
-        if not (0 <= u < n and 0 <= v < n):
-            raise ValueError(f"rewire: node position {u} or {v} is outside the step graph of {n} nodes")
-    if unknown := {rel for _, rel, _ in add} - relations:
-        raise ValueError(f"rewire: unknown relation {sorted(unknown)}; known: {', '.join(sorted(relations))}")
-    forward = np.array([u * n + v for u, v in remove], dtype=np.int64)
-    edges = {}
-    for key, pair in sg.edges.items():
-        # a reverse relation stores each pair the other way round
-        code = pair[1] * n + pair[0] if key[1].startswith("rev_") else pair[0] * n + pair[1]
-        edges[key] = pair[:, ~np.isin(code, forward)]
-    bidirectional = any(rel.startswith("rev_") for _, rel, _ in sg.edges)
-    for u, rel, v in add:
-        for key, pair in [((NODE_TYPES[sg.ntype[u]], rel, NODE_TYPES[sg.ntype[v]]), (u, v))] + (
-                [((NODE_TYPES[sg.ntype[v]], f"rev_{rel}", NODE_TYPES[sg.ntype[u]]), (v, u))] if bidirectional else []):
-            edges[key] = np.concatenate([edges.get(key, np.zeros((2, 0), dtype=np.int64)),
-                                         np.array(pair, dtype=np.int64).reshape(2, 1)], axis=1)
-    return replace(sg, edges={k: v for k, v in edges.items() if v.shape[1]}, has_labels=False)
-
-
-def to_hetero(sg: StepGraph):  # type: ignore[no-untyped-def]
-    """The PyG HeteroData of a StepGraph (node stores keyed by NODE_TYPES, labels attached)."""
-    import torch
-    from torch_geometric.data import HeteroData
-
-    data = HeteroData()
-    position = np.zeros(len(sg), dtype=np.int64)
-    for t, name in enumerate(NODE_TYPES):
-        idx = np.flatnonzero(sg.ntype == t)
-        position[idx] = np.arange(len(idx))
-        store = data[name]
-        store.x = torch.from_numpy(sg.x[idx])
-        store.on_path = torch.from_numpy(sg.on_path[idx].astype(np.float32))
-        store.share = torch.from_numpy(sg.share[idx])
-        store.index = torch.from_numpy(idx)
-    for key, pair in sg.edges.items():
-        data[key].edge_index = torch.from_numpy(position[pair])
-    data.step_ms = torch.tensor([sg.step_ms], dtype=torch.float32)
-    data.has_labels = sg.has_labels
-    return data
-
-
-def model_inputs(sg: StepGraph):  # type: ignore[no-untyped-def]
-    """What the model's forward takes, node features and edge indexes by type, plus the HeteroData
-    (which holds the labels the loss reads)."""
-    data = to_hetero(sg)
-    x = {t: data[t].x for t in NODE_TYPES if t in data.node_types and data[t].num_nodes}
-    return x, {k: data[k].edge_index for k in data.edge_types}, data

@@ -14,15 +14,21 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from bottleneck_oracle.gnn.baselines import AggregateRegressors, compute_sum_ms, duration_score
-from bottleneck_oracle.gnn.corpus import Sample
-from bottleneck_oracle.gnn.data import StepGraph, edit_features
-from bottleneck_oracle.gnn.predict import Predictor, StepPrediction
+from bottleneck_oracle.errors import ConfigError
+from bottleneck_oracle.gnn.baselines import (
+    AggregateRegressors,
+    compute_sum_ms,
+    duration_score,
+)
+from bottleneck_oracle.gnn.corpus import Sample, load_captures, load_split
+from bottleneck_oracle.gnn.data import StepGraph
+from bottleneck_oracle.gnn.edits import edit_features
+from bottleneck_oracle.gnn.predict import SHIPPED_CHECKPOINT, Predictor, StepPrediction
 
 __all__ = ["PREDICTORS", "evaluate", "to_markdown", "plot", "preferred_predictors", "weaker_than_baselines"]
 
@@ -232,3 +238,50 @@ def plot(results: dict[str, dict[str, object]], out_dir: Path) -> list[Path]:
     fig.savefig(written[-1], dpi=110)
     plt.close(fig)
     return written
+
+
+Progress = Callable[[str, int, int, str], None]  # (what, done, total, current item)
+
+
+def evaluate_data(data: Path, predictor: Predictor, splits: Sequence[str],
+                  progress: Progress | None = None) -> dict[str, dict[str, object]]:
+    """Scores ``predictor`` on each of ``splits`` of a corpus (``oracle dataset build``), or on real
+    captures (``oracle capture`` folders: one split, ``captured``) when ``data`` holds no index.
+
+    Returns:
+        split -> ``evaluate``'s result, for the splits that hold a sample.
+
+    Raises:
+        ConfigError: no chosen split holds a sample, or no capture is there.
+    """
+    tell = progress or (lambda what, done, total, item: None)
+    if (Path(data) / "index.json").is_file():
+        bidirectional = predictor.model.config.bidirectional
+        chosen = {split: load_split(data, split, bidirectional=bidirectional,
+                                    progress=lambda done, total, sid, s=split: tell(f"reading {s}", done, total, sid))
+                  for split in splits}
+    else:  # real captures: no split, their what-if truth comes from re-captures
+        chosen = {"captured": load_captures(data, progress=lambda done, total, sid: tell("reading", done, total, sid))}
+    rows = predictor.checkpoint.baseline_rows
+    regressors = AggregateRegressors(*rows) if rows is not None else None
+    results = {split: evaluate(samples, predictor, regressors,
+                               progress=lambda done, total, sid, s=split: tell(f"scoring {s}", done, total, sid))
+               for split, samples in chosen.items() if samples}
+    if not results:
+        raise ConfigError(f"{data}: none of the splits {', '.join(splits)} holds a sample")
+    return results
+
+
+def without_points(results: dict[str, dict[str, object]]) -> dict[str, dict[str, object]]:
+    """The results as stored and printed: every metric, not the (true, predicted) pairs kept for plots."""
+    return {split: {k: v for k, v in r.items() if k != "points"} for split, r in results.items()}
+
+
+def record_scores(results: dict[str, dict[str, object]], checkpoint: Path | None = None) -> None:
+    """Stores the scores, and the best predictor per question on the first split, in the checkpoint's
+    ``config.json`` (the shipped one by default), where ``Predictor.preferred`` reads them."""
+    from bottleneck_oracle.gnn.train import record_metrics
+
+    first = next(iter(results.values()))
+    record_metrics(checkpoint or SHIPPED_CHECKPOINT,
+                   {"splits": without_points(results), "preferred": preferred_predictors(first)})

@@ -18,7 +18,9 @@ import torch
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.interference import interference_levers
 from bottleneck_oracle.dag.whatif import Edit
-from bottleneck_oracle.gnn.data import StepGraph, edit_features, model_inputs, step_graphs
+from bottleneck_oracle.gnn.data import StepGraph, step_graphs
+from bottleneck_oracle.gnn.edits import edit_features
+from bottleneck_oracle.gnn.hetero import model_inputs
 from bottleneck_oracle.gnn.model import interference_ms
 from bottleneck_oracle.gnn.train import Checkpoint, load_checkpoint
 from bottleneck_oracle.gnn.walk import global_scores, walk

@@ -26,7 +26,9 @@ from torch.nn import functional as F
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.gnn.baselines import aggregates, fit_kappa
 from bottleneck_oracle.gnn.corpus import Sample
-from bottleneck_oracle.gnn.data import FEATURES, NODE_TYPES, OP_CLASSES, StepGraph, edit_features, model_inputs
+from bottleneck_oracle.gnn.data import FEATURES, NODE_TYPES, OP_CLASSES, StepGraph
+from bottleneck_oracle.gnn.edits import edit_features
+from bottleneck_oracle.gnn.hetero import model_inputs
 from bottleneck_oracle.gnn.model import HeteroGAT, ModelConfig, Output, interference_ms
 from bottleneck_oracle.gnn.walk import global_scores, path_loss, walk
 

@@ -7,9 +7,9 @@ from functools import cache
 from pathlib import Path
 
 from bottleneck_oracle.dag.analysis import Analysis, analyze
+from bottleneck_oracle.synth import SynthConfig, SynthManifest, synthesize
 from bottleneck_oracle.traces import read_trace
-from bottleneck_oracle.traces.injection import parse_injection
-from bottleneck_oracle.traces.synth import SynthConfig, SynthManifest, synthesize
+from bottleneck_oracle.truth.injection import parse_injection
 
 
 @cache

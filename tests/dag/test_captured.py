@@ -1,6 +1,6 @@
 """The analysis on real CPU traces captured in the test: a small GPT, two gloo ranks with DDP.
 
-Each capture runs the project's own training job under torch.profiler (traces/capture.py), so
+Each capture runs the project's own training job under torch.profiler (capture/capture.py), so
 these traces are what users' own CPU jobs produce. Steps of about 200 ms keep the shared
 machine's noise to a few percent; clean captures must report no slow step.
 """
@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from bottleneck_oracle.capture.capture import capture
+from bottleneck_oracle.capture.config import CaptureConfig, parse_injection
 from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.dag.types import Bottleneck, Category
 from bottleneck_oracle.traces import read_trace
-from bottleneck_oracle.traces.capture import CaptureConfig, capture, parse_injection
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,8 @@ import pytest
 from bottleneck_oracle.dag.interference import interference_levers, transfer_overlap
 from bottleneck_oracle.dag.types import EdgeType, NodeKind
 from bottleneck_oracle.dag.whatif import Edit, replay
-from bottleneck_oracle.traces.synth.whatif import Edit as SynthEdit
-from bottleneck_oracle.traces.synth.whatif import whatif
+from bottleneck_oracle.synth.whatif import whatif
+from bottleneck_oracle.truth.edits import Edit as SynthEdit
 from tests.dag.synth_cases import synth_case
 
 

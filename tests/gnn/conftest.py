@@ -12,10 +12,9 @@ from bottleneck_oracle.gnn.corpus import load_split
 from bottleneck_oracle.gnn.data import StepGraph
 from bottleneck_oracle.gnn.model import HeteroGAT, ModelConfig
 from bottleneck_oracle.gnn.train import Checkpoint, TrainConfig, train
-from bottleneck_oracle.traces.dataset import Sample, build_dataset
-from bottleneck_oracle.traces.injection import parse_injection
-from bottleneck_oracle.traces.synth import SynthConfig
-
+from bottleneck_oracle.synth import SynthConfig
+from bottleneck_oracle.synth.dataset import Sample, build_dataset
+from bottleneck_oracle.truth.injection import parse_injection
 
 # Two test workers share two cores: torch's own thread pool in each would only make them wait on each other.
 torch.set_num_threads(1)

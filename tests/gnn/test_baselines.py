@@ -4,8 +4,14 @@ import numpy as np
 import pytest
 
 from bottleneck_oracle.dag.types import NodeKind
-from bottleneck_oracle.gnn.baselines import AggregateRegressors, aggregates, compute_sum_ms, duration_score
-from bottleneck_oracle.gnn.data import FEATURES, edit_features, step_graphs
+from bottleneck_oracle.gnn.baselines import (
+    AggregateRegressors,
+    aggregates,
+    compute_sum_ms,
+    duration_score,
+)
+from bottleneck_oracle.gnn.data import FEATURES, step_graphs
+from bottleneck_oracle.gnn.edits import edit_features
 from tests.dag.synth_cases import synth_case
 
 

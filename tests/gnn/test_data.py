@@ -6,9 +6,7 @@ import numpy as np
 import pytest
 
 from bottleneck_oracle.dag.types import NodeKind
-from bottleneck_oracle.gnn.data import (
-    FEATURES, NODE_TYPES, edit_features, node_ranks, op_class_mask, rewire, step_graphs, to_hetero,
-)
+from bottleneck_oracle.gnn.data import FEATURES, node_ranks, op_class_mask, step_graphs
 from tests.dag.synth_cases import synth_case
 
 _C = {name: i for i, name in enumerate(FEATURES)}
@@ -87,51 +85,6 @@ def test_global_start_is_comparable_across_ranks() -> None:
     start_ns = a.graph.start_ns[g.node].astype(np.float64)
     gstart_ns = g.x[:, _C["gstart_ms"]].astype(np.float64) * 1e8
     assert gstart_ns.min() >= -1e3 and np.allclose(gstart_ns - start_ns, (gstart_ns - start_ns).mean(), atol=2e3)
-
-
-def test_edit_shortens_only_the_edited_nodes() -> None:
-    g = step_graphs(_case())[0]
-    edited = g.x[:, _C["class_gemm"]] == 1
-    faster = edit_features(g, edited, 2.0, step_ms=1.0)
-    dur = np.expm1(g.x[:, _C["log_dur_us"]].astype(np.float64))
-    new = np.expm1(faster.x[:, _C["log_dur_us"]].astype(np.float64))
-    assert np.allclose(new[edited], dur[edited] / 2, rtol=1e-4)
-    assert np.array_equal(faster.x[~edited][:, _C["log_dur_us"]], g.x[~edited][:, _C["log_dur_us"]])
-    assert (faster.x[edited, _C["edit_log_speedup"]] == np.float32(np.log(2.0))).all()
-    assert not faster.has_labels and faster.step_ms == 1.0 and g.has_labels
-    removed = edit_features(g, edited, float("inf"))
-    assert (removed.x[edited, _C["dur_ms"]] == 0).all() and (removed.x[edited, _C["removed"]] == 1).all()
-
-
-def test_hetero_data_keeps_every_node_and_edge() -> None:
-    g = step_graphs(_case())[0]
-    data = to_hetero(g)
-    assert sum(data[t].num_nodes for t in NODE_TYPES) == len(g)
-    for key in data.edge_types:
-        src, _, dst = key
-        index = data[key].edge_index
-        assert index[0].max() < data[src].num_nodes and index[1].max() < data[dst].num_nodes
-    assert ("runtime", "launch", "kernel") in data.edge_types and ("kernel", "rev_launch", "runtime") in data.edge_types
-    directed = step_graphs(_case(), bidirectional=False)[0]
-    assert not any(rel.startswith("rev_") for _, rel, _ in directed.edges)
-    assert len(g.edges) == 2 * len(directed.edges)
-
-
-def test_rewire_moves_an_edge_and_its_reverse() -> None:
-    g = step_graphs(_case())[0]
-    key = ("kernel", "stream_next", "kernel")
-    u, v = (int(i) for i in g.edges[key][:, 0])
-    w = int(g.edges[key][1, -1])
-    moved = rewire(g, remove=((u, v),), add=((u, "stream_next", w),))
-    pairs = {k: set(map(tuple, p.T.tolist())) for k, p in moved.edges.items()}
-    assert (u, v) not in pairs[key] and (v, u) not in pairs[("kernel", "rev_stream_next", "kernel")]
-    assert (u, w) in pairs[key] and (w, u) in pairs[("kernel", "rev_stream_next", "kernel")]
-    assert sum(p.shape[1] for p in moved.edges.values()) == sum(p.shape[1] for p in g.edges.values())
-    assert not moved.has_labels and np.array_equal(moved.x, g.x)
-    with pytest.raises(ValueError, match="unknown relation"):
-        rewire(g, add=((u, "teleport", w),))
-    with pytest.raises(ValueError, match="outside"):
-        rewire(g, remove=((u, len(g)),))
 
 
 def test_a_step_too_large_keeps_its_last_ranks() -> None:

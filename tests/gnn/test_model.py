@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from bottleneck_oracle.gnn.data import model_inputs, step_graphs
+from bottleneck_oracle.gnn.data import step_graphs
+from bottleneck_oracle.gnn.hetero import model_inputs
 from bottleneck_oracle.gnn.model import HeteroGAT, ModelConfig
 from bottleneck_oracle.gnn.train import Item, loss_of
 from tests.dag.synth_cases import synth_case

@@ -41,7 +41,8 @@ def test_the_shipped_checkpoints_walk_finds_the_critical_path_of_a_gpu_bound_ste
 
 
 def test_a_rewired_graph_is_predicted_on_its_new_edges() -> None:
-    from bottleneck_oracle.gnn.data import rewire, step_graphs
+    from bottleneck_oracle.gnn.data import step_graphs
+    from bottleneck_oracle.gnn.edits import rewire
 
     a, _ = synth_case("gpt2-small", dp=2)
     g = step_graphs(a)[1]
@@ -65,8 +66,8 @@ def test_a_faster_kernel_class_predicts_a_shorter_step() -> None:
 
 
 def test_a_faster_allreduce_gives_back_the_interference_replay_keeps() -> None:
-    from bottleneck_oracle.traces.synth.whatif import Edit as SynthEdit
-    from bottleneck_oracle.traces.synth.whatif import whatif
+    from bottleneck_oracle.synth.whatif import whatif
+    from bottleneck_oracle.truth.edits import Edit as SynthEdit
 
     a, manifest = synth_case("gpt2-small", dp=2)  # its all-reduces overlap backward kernels
     truth = whatif(manifest.config, SynthEdit.collective_faster("allreduce", 2.0)).edited.job_step_ms()

@@ -10,9 +10,16 @@ import torch
 
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.gnn.data import FEATURES
-from bottleneck_oracle.gnn.data import model_inputs
+from bottleneck_oracle.gnn.hetero import model_inputs
 from bottleneck_oracle.gnn.train import (
-    CHECKPOINT_VERSION, Checkpoint, graph_of, items, load_checkpoint, loss_of, save_checkpoint, train,
+    CHECKPOINT_VERSION,
+    Checkpoint,
+    graph_of,
+    items,
+    load_checkpoint,
+    loss_of,
+    save_checkpoint,
+    train,
 )
 from tests.gnn.conftest import TINY_TRAINING
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from bottleneck_oracle.gnn.data import model_inputs, step_graphs
+from bottleneck_oracle.gnn.data import step_graphs
+from bottleneck_oracle.gnn.hetero import model_inputs
 from bottleneck_oracle.gnn.walk import Scores, global_scores, path_loss, walk
 from tests.dag.synth_cases import synth_case
 from tests.gnn.conftest import small_model

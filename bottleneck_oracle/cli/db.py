@@ -1,0 +1,146 @@
+"""``oracle db``, ``oracle ingest`` and ``oracle traces``: the graph database and what it holds.
+The database client loads only when one of these commands runs."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bottleneck_oracle.cli._render import bar, print_json, stderr
+from bottleneck_oracle.config import EMBEDDED_GRAPH_URL, Settings
+from bottleneck_oracle.errors import ConfigError
+
+if TYPE_CHECKING:
+    from bottleneck_oracle.graphdb import Detail
+
+__all__ = ["db_app", "ingest_command", "traces_command"]
+
+db_app = typer.Typer(name="db", no_args_is_help=True, help="Start, stop or check the embedded graph database.")
+
+
+def _embedded_only(settings: Settings) -> None:
+    if settings.graph_url != EMBEDDED_GRAPH_URL:
+        raise ConfigError(f"ORACLE_GRAPH_URL is {settings.graph_url}: only the embedded server is started and "
+                          "stopped by oracle")
+
+
+@db_app.command("start")
+def db_start_command() -> None:
+    """Start the workspace's FalkorDB server (or report the one running)."""
+    from bottleneck_oracle.graphdb import start_server
+
+    settings = Settings.from_env()
+    _embedded_only(settings)
+    with stderr().status("starting FalkorDB..."):
+        info = start_server(settings.home)
+    state = "started" if info.is_new else "already running"
+    Console().print(f"FalkorDB {state} at 127.0.0.1:{info.port} (pid {info.pid}); data in {info.files.data}")
+
+
+@db_app.command("stop")
+def db_stop_command() -> None:
+    """Save a snapshot and stop the workspace's FalkorDB server."""
+    from bottleneck_oracle.graphdb import stop_server
+
+    settings = Settings.from_env()
+    _embedded_only(settings)
+    with stderr().status("saving and stopping FalkorDB..."):
+        stopped = stop_server(settings.home)
+    Console().print("FalkorDB stopped; snapshot saved" if stopped else "FalkorDB was not running")
+
+
+@db_app.command("status")
+def db_status_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
+) -> None:
+    """Say whether the graph database runs, where, and what it holds."""
+    from bottleneck_oracle.graphdb import list_traces, open_store, server_status
+
+    settings = Settings.from_env()
+    info = server_status(settings.home) if settings.graph_url == EMBEDDED_GRAPH_URL else None
+    data: dict[str, object] = {"url": settings.graph_url, "running": info is not None}
+    if info is not None:
+        data |= {"pid": info.pid, "port": info.port, "data": str(info.files.data),
+                 "snapshot_bytes": info.files.rdb.stat().st_size if info.files.rdb.exists() else 0}
+    if info is not None or settings.graph_url != EMBEDDED_GRAPH_URL:
+        with open_store(settings) as store:
+            data["traces"] = len(list_traces(store))
+    if as_json:
+        print_json(data)
+        return
+    if settings.graph_url == EMBEDDED_GRAPH_URL and info is None:
+        Console().print("FalkorDB is not running (start it with `oracle db start`)")
+        return
+    Console().print("  ".join(f"{k}: {v}" for k, v in data.items()))
+
+
+def ingest_command(
+    paths: Annotated[list[Path], typer.Argument(help="Trace files or folders (one file per rank; .json or .json.gz).")],
+    detail: Annotated[str, typer.Option(help="full: every op; critical: critical paths and their neighbourhood; "
+                                             "summary: steps and findings.")] = "full",
+    hops: Annotated[int, typer.Option(help="Neighbourhood radius around the critical paths (--detail critical).")] = 1,
+    partial: Annotated[bool, typer.Option(help="Accept a job whose files miss some ranks.")] = False,
+    predict: Annotated[bool, typer.Option(help="Store the graph model's step times and op criticality too.")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
+) -> None:
+    """Analyze a trace and load it into the graph database (starting the embedded one if needed)."""
+    from bottleneck_oracle.graphdb import Detail
+    from bottleneck_oracle.workspace import ingest
+
+    level = _detail(detail, Detail)
+    with bar(stderr(), "ingest") as progress:
+        task = progress.add_task("", total=None)
+        done = ingest(paths, Settings.from_env(), detail=level, hops=hops, partial=partial, predict=predict,
+                      stage=lambda what: progress.update(task, description=what + "..."),
+                      progress=lambda n, total: progress.update(task, completed=n, total=total))
+    report = done.report
+    if as_json:
+        print_json({"trace_id": report.trace_id, "detail": report.detail.value, "outcome": report.outcome,
+                    "nodes": report.nodes, "relationships": report.relationships, "batches": report.batches,
+                    "resumed_after": report.resumed_after, "seconds": round(report.seconds, 3),
+                    "predictions": done.predictions})
+        return
+    what = {"loaded": "loaded", "resumed": f"finished an interrupted load (from batch {report.resumed_after + 1})",
+            "unchanged": "already loaded, nothing to do"}[report.outcome]
+    Console().print(f"{done.name}: {what}: trace {report.trace_id} ({report.detail.value}), "
+                    f"{report.nodes:,} nodes and {report.relationships:,} relationships in {report.seconds:.1f} s")
+
+
+def _detail(text: str, kind: type[Detail]) -> Detail:
+    try:
+        return kind(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not one of {', '.join(d.value for d in kind)}",
+                                 param_hint="'--detail'") from None
+
+
+def traces_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
+) -> None:
+    """List the traces loaded in the graph database."""
+    from bottleneck_oracle.graphdb import list_traces, open_store
+
+    with open_store(Settings.from_env()) as store:
+        traces = list_traces(store)
+    if as_json:
+        print_json([{"trace_id": t.trace_id, "name": t.name, "status": t.status, "detail": t.detail.value,
+                     "ranks": t.ranks, "steps": t.steps, "ops": t.ops, "relationships": t.relationships,
+                     "loaded_at": t.loaded_at} for t in traces])
+        return
+    if not traces:
+        Console().print("No trace loaded (load one with `oracle ingest PATH`).")
+        return
+    table = Table(title="Traces in the graph database", title_justify="left")
+    for col in ("trace", "name", "status", "detail", "ranks", "steps", "ops", "relationships", "loaded"):
+        table.add_column(col, justify="right" if col in ("ranks", "steps", "ops", "relationships") else "left")
+    for t in traces:
+        loaded = time.strftime("%Y-%m-%d %H:%M", time.localtime(t.loaded_at)) if t.loaded_at else "-"
+        status = t.status if t.status == "complete" else f"[bold yellow]{t.status}[/] (ingest again to finish)"
+        table.add_row(t.trace_id, t.name, status, t.detail.value, str(t.ranks), str(t.steps), f"{t.ops:,}",
+                      f"{t.relationships:,}", loaded)
+    Console().print(table)

@@ -1,0 +1,82 @@
+"""Tests for capture/whatif.py: edits of a capture job, and a real re-capture without its stall."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from bottleneck_oracle.capture.config import CaptureConfig, parse_injection
+from bottleneck_oracle.capture.whatif import apply_capture_edit, capture_whatif
+from bottleneck_oracle.dag.analysis import analyze
+from bottleneck_oracle.errors import ConfigError
+from bottleneck_oracle.traces import read_trace
+from bottleneck_oracle.truth.edits import WHATIF_NAME, Edit
+from bottleneck_oracle.vocabulary import Bottleneck
+
+TINY = {"layers": 2, "d_model": 64, "heads": 4, "seq_len": 32, "batch_size": 8, "vocab": 256, "timeout_s": 120}
+STALLED = CaptureConfig(ranks=2, steps=5, injections=(parse_injection("host_pause@3:0=40ms"),
+                                                      parse_injection("straggler_rank@4:1=150ms")), **TINY)
+PIPELINE = CaptureConfig(ranks=2, steps=3, pipeline=2, microbatches=2, **TINY)
+
+
+def test_remove_injection_drops_only_that_one() -> None:
+    edited = apply_capture_edit(STALLED, Edit.remove_injection(1))
+    assert edited.injections == STALLED.injections[:1]
+    assert (edited.ranks, edited.steps, edited.batch_size) == (STALLED.ranks, STALLED.steps, STALLED.batch_size)
+
+
+def test_data_parallel_sets_ranks_to_stages_times_replicas() -> None:
+    assert apply_capture_edit(PIPELINE, Edit.data_parallel(2)).ranks == 4
+    assert apply_capture_edit(STALLED, Edit.data_parallel(3)).ranks == 3
+
+
+def test_more_microbatches_keeps_or_grows_the_batch() -> None:
+    same = apply_capture_edit(PIPELINE, Edit.more_microbatches(2))
+    assert (same.microbatches, same.batch_size) == (4, 8)
+    grown = apply_capture_edit(PIPELINE, Edit.more_microbatches(2, keep_global_batch=False))
+    assert (grown.microbatches, grown.batch_size) == (4, 16)
+
+
+@pytest.mark.parametrize("config,edit,message", [
+    (STALLED, Edit.collective_faster("allreduce", 2.0), "a real capture cannot make allreduce 2x faster"),
+    (STALLED, Edit.kernel_faster("gemm", 2.0), "cannot make gemm 2x faster"),
+    (STALLED, Edit.remove_injection(2), "no injection 2; the job has 2"),
+    (STALLED, Edit.more_microbatches(2), "micro-batches need a pipeline capture"),
+    (STALLED, Edit.data_parallel(1), "the edited job is invalid: injection straggler_rank@4:1=150ms: rank 1"),
+    (PIPELINE, Edit.more_microbatches(8), "the edited job is invalid: .*microbatches \\(16\\) must divide"),
+])
+def test_edits_a_capture_cannot_make_are_refused(config: CaptureConfig, edit: Edit, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        apply_capture_edit(config, edit)
+
+
+def test_a_bad_edit_is_refused_before_anything_is_captured(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        capture_whatif(tmp_path / "out", STALLED, [Edit.remove_injection(0), Edit.kernel_faster("gemm")])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_recapture_without_the_straggler_gives_back_a_clean_step(tmp_path: Path) -> None:
+    (result,) = capture_whatif(tmp_path, STALLED, [Edit.remove_injection(1)])
+    before, after = result.baseline.step_wall_ms, result.edited.step_wall_ms
+    clean = statistics.median(ms for rank in before.values() for step, ms in rank.items() if step not in (3, 4))
+    # the baseline's step 4 waited for the 150 ms straggler; the re-capture's does not
+    assert min(before[r][4] for r in before) >= clean + 120
+    assert max(after[r][4] for r in after) - clean < 0.2 * 150  # gone, within a shared machine's noise
+    assert min(after[r][3] for r in after) >= clean + 30  # the pause that was kept is still there
+    assert result.speedup() > 1.2
+
+    rows = json.loads((tmp_path / WHATIF_NAME).read_text())["edits"][0]
+    assert rows["edit"]["kind"] == "remove_injection" and rows["traces"] == "whatif/0-remove_injection"
+    assert {(s, r): (b, a) for s, r, b, a in rows["step_ms"]} == {
+        (s, r): (before[r][s], after[r][s]) for r in before for s in before[r]}
+
+    # the edited traces read like any others: the straggler is gone, the pause is not
+    edited = analyze(read_trace(tmp_path / result.folder))
+    found = {(f.category, f.step) for f in edited.findings}
+    assert (Bottleneck.STRAGGLER_RANK, 4) not in found
+    assert (Bottleneck.HOST_PAUSE, 3) in found
