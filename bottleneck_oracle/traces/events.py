@@ -6,7 +6,8 @@ names, collective names, process groups) are interned in ``Trace.strings``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -132,6 +133,8 @@ class RankInfo:
         window_end_ns (int): end of the recording window.
         events (int): events read (all phases).
         zero_duration (int): complete events of zero duration.
+        skipped_events (Mapping[str, int]): events of this file left out, by reason
+            (``negative dur``, ``bad External id``...; see ``traces/_validate.py``).
     """
 
     rank: int
@@ -146,6 +149,7 @@ class RankInfo:
     window_end_ns: int
     events: int
     zero_duration: int
+    skipped_events: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +165,8 @@ class Trace:
         origin_ns (int): absolute epoch ns of time 0.
         data_deps (np.ndarray): int64[K, 2] event-row pairs (producer, consumer)
             from PyTorch execution traces; empty without them.
+        skipped_events (Mapping[str, int]): events (and execution-trace nodes) of all
+            files left out as malformed, by reason; empty when every event was usable.
     """
 
     events: EventTable
@@ -170,6 +176,7 @@ class Trace:
     ranks: tuple[RankInfo, ...]
     origin_ns: int
     data_deps: np.ndarray
+    skipped_events: Mapping[str, int] = field(default_factory=dict)
 
     def rank_info(self, rank: int) -> RankInfo:
         """The ``RankInfo`` of ``rank``."""

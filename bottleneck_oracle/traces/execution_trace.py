@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,7 @@ import numpy as np
 
 from bottleneck_oracle.errors import TraceFormatError
 from bottleneck_oracle.traces._decode import DecodedFile, EtNode
+from bottleneck_oracle.traces._validate import summary
 from bottleneck_oracle.traces.types import NONE
 
 __all__ = ["ExecutionTrace", "align_with_kineto", "data_dependencies", "read_execution_trace", "thread_of_rf"]
@@ -169,56 +171,75 @@ class ExecutionTrace:
             raise ValueError(f"{self.path.name}: ExecutionTrace columns differ in length")
 
 
-def _check_nodes(nodes: list[EtNode], path: Path) -> None:
-    """Raises TraceFormatError on duplicate ids or a parent that does not exist; repairs late parents.
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _check_nodes(nodes: list[EtNode], path: Path, skipped: Counter[str]) -> list[EtNode]:
+    """The usable nodes (in id order): a node with an id beyond int64 or a repeated id is left
+    out and counted; a node whose parent is not in the trace becomes a root; late parents are repaired.
 
     torch 2.13 records ops of other threads (``gloo:all_reduce`` on a gloo worker) under the main
     thread and, racing with it, sometimes gives them a parent that started after them (a larger
     id): such a node moves up to that parent's nearest ancestor that started before it.
     """
+    kept: list[EtNode] = []
     parent_of: dict[int, int] = {}
     for node in nodes:
-        if node.id in parent_of:
-            raise TraceFormatError(f"{path.name}: execution-trace node id {node.id} appears twice")
+        bad = next((f for f in ("id", "parent", "rf_id", "tid") if not _INT64[0] <= getattr(node, f) <= _INT64[1]),
+                   None)
+        if bad or node.id in parent_of:
+            skipped[f"node: bad {bad}" if bad else "node: duplicate id"] += 1
+            continue
+        kept.append(node)
         parent_of[node.id] = node.parent
     roots = [n for n, p in parent_of.items() if n == p]
+    orphans = [node for node in kept if node.parent not in parent_of]
+    for node in orphans:
+        node.parent = parent_of[node.id] = node.id
     moved = 0
-    for node in nodes:
+    for node in kept:
         if node.parent == node.id:
             continue
-        if node.parent not in parent_of:
-            raise TraceFormatError(f"{path.name}: execution-trace node {node.id} has parent {node.parent}, "
-                                   "which is not a node of the trace")
-        parent = node.parent
-        while parent > node.id and parent_of[parent] != parent:
+        parent, seen = node.parent, set()
+        # parents not yet repaired can form a cycle: stop at the first repeat
+        while parent > node.id and parent_of[parent] != parent and parent not in seen:
+            seen.add(parent)
             parent = parent_of[parent]
         if parent > node.id:
             parent = min(roots, default=parent)
         if parent != node.parent:
             node.parent = parent_of[node.id] = parent
             moved += 1
-    if moved:
-        log.info("%s: %d execution-trace nodes moved under an earlier ancestor", path.name, moved)
+    if moved or orphans:
+        log.info("%s: %d execution-trace nodes moved under an earlier ancestor, %d without a parent made roots",
+                 path.name, moved, len(orphans))
+    return kept
 
 
-def read_execution_trace(doc: DecodedFile, path: Path) -> ExecutionTrace:
+def read_execution_trace(doc: DecodedFile, path: Path, skipped: Counter[str] | None = None) -> ExecutionTrace:
     """Builds the node table of a decoded execution trace.
 
     Args:
-        doc: the decoded file (``decode_file``).
+        doc: the decoded file (``decode_file``); its ``nodes`` become the usable ones, in id
+            order, for ``data_dependencies``.
         path: the file it came from, named in error messages.
+        skipped: counts the nodes left out, by reason (``node: duplicate id``).
 
     Returns:
         The nodes as columns, sorted by node id.
 
     Raises:
-        TraceFormatError: ``nodes`` is missing or empty, a node id repeats, or a
-            node's parent is not an earlier node.
+        TraceFormatError: ``nodes`` is missing, or no usable node remains.
     """
+    skipped = Counter() if skipped is None else skipped
     if not doc.nodes:
-        raise TraceFormatError(f"{path.name}: no execution-trace 'nodes' (missing or empty)")
-    nodes = sorted(doc.nodes, key=lambda node: node.id)
-    _check_nodes(nodes, path)
+        what = f"; {sum(skipped.values())} skipped ({summary(skipped.items())})" if skipped else " (missing or empty)"
+        raise TraceFormatError(f"{path.name}: no usable execution-trace 'nodes'{what}")
+    nodes = _check_nodes(sorted(doc.nodes, key=lambda node: node.id), path, skipped)
+    if not nodes:
+        raise TraceFormatError(f"{path.name}: no usable execution-trace 'nodes'; {sum(skipped.values())} "
+                               f"skipped ({summary(skipped.items())})")
+    doc.nodes = nodes  # type: ignore[assignment]
     index: dict[str, int] = {}
     name_ids = (index.setdefault(node.name, len(index)) for node in nodes)
     count = len(nodes)

@@ -4,12 +4,16 @@ Times become integer ns: ``ts``/``dur`` are µs whatever ``displayTimeUnit``
 says; with ``baseTimeNanoseconds`` absolute ns = base + ts·1000. Epoch-scale
 float ``ts`` (~1.7e15 µs) lose their ns digits in float64, so those files are
 re-read with the exact decimal text of every timestamp.
+
+An event with a malformed or out-of-range field is skipped and counted by
+reason (``_validate``); the file is refused only when it is not a trace.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from operator import attrgetter
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +21,11 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from bottleneck_oracle.errors import TraceFormatError
-from bottleneck_oracle.traces._decode import DecodedFile, Event, decode_events, decode_exact_times
+from bottleneck_oracle.traces._decode import DecodedFile, Event, EventArgs, decode_events, decode_exact_times
+from bottleneck_oracle.traces._validate import (
+    DUR_MAX_NS, MAX_RANKS, Checks, check_header, float_column, int_column, tally, time_checks, time_ok, to_int,
+    uint_column,
+)
 from bottleneck_oracle.traces.events import EventTable, FlowTable, LaneTable, ProcessGroup
 from bottleneck_oracle.traces.types import EventKind, SyncKind
 
@@ -79,29 +86,7 @@ class RankPart:
     main_pid: str | None
     total_events: int
     zero_duration: int
-
-
-def _to_int(value: object) -> int:
-    if type(value) is int:
-        return value
-    if isinstance(value, float):
-        return int(value) if math.isfinite(value) else -1
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            return int(text, 16) if text.lower().startswith("0x") else int(float(text))
-        except ValueError:
-            return -1
-    return -1
-
-
-def _int_column(values: list[object], dtype: type = np.int64) -> np.ndarray:
-    """Integer column from JSON values that are ints, or now and then strings."""
-    try:
-        arr = np.array(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        arr = np.array([_to_int(v) for v in values], dtype=np.int64)
-    return arr.astype(dtype, copy=False)
+    skipped: dict[str, int]  # events left out, by reason
 
 
 def _first_numel(raw: msgspec.Raw) -> int:
@@ -113,7 +98,8 @@ def _first_numel(raw: msgspec.Raw) -> int:
         item = stack.pop()
         if isinstance(item, list):
             if item and all(type(x) is int for x in item):
-                return math.prod(item)
+                n = math.prod(item)
+                return n if -1 <= n < 2**63 else -1
             stack.extend(reversed(item))
     return -1
 
@@ -123,13 +109,16 @@ def _peer(raw: msgspec.Raw) -> int:
     if not len(raw):
         return -1
     values = msgspec.json.decode(raw)
-    return _to_int(values[2]) if isinstance(values, list) and len(values) > 2 else -1
+    peer = to_int(values[2]) if isinstance(values, list) and len(values) > 2 else -1
+    return peer if -1 <= peer < 2**31 else -1
 
 
 def _exact_us_to_ns(text: bytes | None) -> int:
     if text is None:
         return 0
     whole, dot, frac = text.partition(b".")
+    if not dot and whole.lstrip(b"-").isdigit():
+        return int(whole) * 1000
     if not dot or not frac.isdigit() or b"e" in whole.lower():
         return round(float(text) * 1000)
     digits = (frac + b"000")[:3]
@@ -160,17 +149,26 @@ class _Interner:
 class _Side:
     """The few non-complete events a file holds: thread names, flows, window marks."""
 
-    def __init__(self) -> None:
+    def __init__(self, base_ns: int, skipped: Counter[str]) -> None:
         self.labels: dict[tuple[str, str], str] = {}
         self.fwdbwd: list[tuple[int, bool, str, str, float]] = []
         self.launch_flow_ends: dict[tuple[str, str, float], int] = {}
         self.marks: list[float] = []
+        self.base_ns, self.skipped = base_ns, skipped
 
     def collect_launch_flows(self, events: list[Event]) -> None:
         """ac2g flow ends, for GPU events written without a correlation arg (rare: read only then)."""
         for e in events:
             if e.ph == "f" and e.cat in _LAUNCH_FLOW_CATS and e.id is not None and e.ts is not None:
-                self.launch_flow_ends[(str(e.pid), str(e.tid), e.ts)] = _to_int(e.id)
+                self.launch_flow_ends[(str(e.pid), str(e.tid), e.ts)] = to_int(e.id)
+
+    def _timed(self, e: Event) -> bool:
+        """Whether a side event's time is usable; counts it skipped if not."""
+        reason = ("no ts" if e.ts is None else "ts out of range" if not time_ok(e.ts, self.base_ns)
+                  else "bad dur" if e.ph == "X" and not (0 <= (e.dur or 0) * 1000 < DUR_MAX_NS) else None)
+        if reason:
+            self.skipped[reason] += 1
+        return reason is None
 
     def collect(self, events: list[Event]) -> None:
         # ops, launch flows and memory instants are the bulk: only a few events matter here
@@ -179,85 +177,92 @@ class _Side:
         for e in keep:
             ph = e.ph
             if ph == "X":
-                if e.cat == "Trace" and e.ts is not None:
-                    self.marks += [e.ts, e.ts + (e.dur or 0)]
+                if e.cat == "Trace" and self._timed(e):
+                    self.marks += [e.ts, e.ts + (e.dur or 0)]  # type: ignore[list-item, operator]
             elif ph == "M":
                 if e.name == "thread_name" and isinstance(e.args.label, str):
                     key = (str(e.pid), str(e.tid))
                     # a tid can be named twice ("python", then "pt_gloo_runloop"): keep the specific one
                     if key not in self.labels or not e.args.label.endswith(_GENERIC_THREAD_NAMES):
                         self.labels[key] = e.args.label
-            elif ph in ("s", "f") and e.id is not None and e.ts is not None:
-                self.fwdbwd.append((_to_int(e.id), ph == "s", str(e.pid), str(e.tid), e.ts))
-            elif ph in ("i", "I") and e.ts is not None and e.name and (
+            elif ph in ("s", "f") and e.cat == "fwdbwd":
+                flow_id = to_int(e.id)
+                if flow_id < 0:
+                    self.skipped["bad id"] += 1
+                elif self._timed(e):
+                    self.fwdbwd.append((flow_id, ph == "s", str(e.pid), str(e.tid), e.ts))  # type: ignore[arg-type]
+            elif ph in ("i", "I") and e.name and (
                 e.name.startswith("Iteration Start") or e.name == "Record Window End"
-            ):
-                self.marks.append(e.ts)
+            ) and self._timed(e):
+                self.marks.append(e.ts)  # type: ignore[arg-type]
 
 
 _ATTRS = {name: attrgetter(name) for name in (
     "correlation", "external_id", "stream", "device", "nbytes", "seq_number", "wait_stream", "wait_record",
     "coll_seq", "group_size")}
+_JSON_NAME = {f.name: f.encode_name for f in msgspec.structs.fields(EventArgs)}
 
 
-def _chunk_columns(xs: list[Event], interner: _Interner) -> dict[str, np.ndarray]:
-    """Columns of the complete events of one chunk (times still in the file's µs)."""
+def _chunk_columns(xs: list[Event], interner: _Interner) -> tuple[dict[str, np.ndarray], Checks]:
+    """Columns of the complete events of one chunk (times still in the file's µs), and the
+    checks of their values that could not be stored (see ``_validate``)."""
     args = [e.args for e in xs]
     names = [e.name or "" for e in xs]
-    col = {k: _int_column(list(map(get, args))) for k, get in _ATTRS.items()}
+    col: dict[str, np.ndarray] = {}
+    checks: Checks = []
+    for k, get in _ATTRS.items():
+        col[k], bad = int_column(list(map(get, args)))
+        checks.append((f"bad {_JSON_NAME[k]}", bad))
+    checks.append(("bad Group size", (col["group_size"] < -(2**31)) | (col["group_size"] >= 2**31)))
     col["group_size"] = col["group_size"].astype(np.int32)
     is_comm = [n.startswith(_COMM_PREFIXES) for n in names]
     col["nelems"] = np.array([
-        _to_int(a.in_nelems) if a.in_nelems != -1 else (_first_numel(a.input_dims) if c else -1)
+        to_int(a.in_nelems) if a.in_nelems != -1 else (_first_numel(a.input_dims) if c else -1)
         for a, c in zip(args, is_comm)], dtype=np.int64)
-    col["comms_id"] = np.array([max(_to_int(a.comms_id), 0) for a in args], dtype=np.uint64)
+    col["comms_id"], bad = uint_column([a.comms_id for a in args])
+    checks.append(("bad Comms Id", bad))
     col["peer"] = np.array([_peer(a.concrete_inputs) if n.startswith(_P2P_CALLS) else -1
                             for a, n in zip(args, names)], dtype=np.int32)
     col["sync_kind"] = np.array([_SYNC_BY_NAME.get(a.sync_kind, 0) for a in args], dtype=np.int8)
     col["name"] = interner.column(names)
     col["coll_name"] = interner.column([a.coll_name for a in args])
-    col["pg_name"] = interner.column([a.pg_name or (str(_to_int(a.pg_id)) if a.pg_id != -1 else "") for a in args])
+    col["pg_name"] = interner.column([a.pg_name or (str(to_int(a.pg_id)) if a.pg_id != -1 else "") for a in args])
     col["dtype"] = interner.column([a.dtype for a in args])
     kind_of = {c: _KIND_BY_CAT[c.lower()] for c in {e.cat for e in xs}}  # type: ignore[union-attr]
     col["kind"] = np.array([kind_of[e.cat] for e in xs], dtype=np.int8)
     col["pid"] = interner.column([str(e.pid) for e in xs])
     col["tid"] = interner.column([str(e.tid) for e in xs])
-    col["ts"] = np.array([e.ts for e in xs], dtype=np.float64)  # µs ints < 2**53 stay exact; None → nan
+    col["ts"] = float_column([e.ts for e in xs])  # µs ints < 2**53 stay exact; None → nan
     col["is_int_ts"] = np.array([type(e.ts) is int for e in xs], dtype=bool)
-    col["dur"] = np.array([0 if e.dur is None else e.dur for e in xs], dtype=np.float64)
-    return col
+    col["dur"] = float_column([e.dur for e in xs])
+    return col, checks
 
 
-def _check(path: Path, events: list[Event], idx: list[int], offset: int, col: dict[str, np.ndarray]) -> None:
-    """Every complete event needs a ``ts`` and a duration >= 0 (checked on the chunk's columns)."""
-    bad = np.flatnonzero(np.isnan(col["ts"]) | (col["dur"] < 0))
-    if len(bad):
-        e = events[idx[bad[0]]]
-        what = "has no 'ts'" if e.ts is None else f"has negative duration {e.dur:g} µs"
-        raise TraceFormatError(f"{path.name}: event {offset + idx[bad[0]]} ('{e.name}') {what}")
-
-
-def _decode_chunks(doc: DecodedFile, path: Path) -> tuple[dict[str, np.ndarray], np.ndarray, _Side, _Interner]:
+def _decode_chunks(doc: DecodedFile, base_ns: int, skipped: Counter[str]
+                   ) -> tuple[dict[str, np.ndarray], np.ndarray, _Side, _Interner]:
     raws = doc.traceEvents or []
-    interner, side = _Interner(), _Side()
+    interner, side = _Interner(), _Side(base_ns, skipped)
     parts, rows = [], []
     for lo in range(0, len(raws), CHUNK_EVENTS):
-        try:
-            events = decode_events(raws[lo : lo + CHUNK_EVENTS])
-        except msgspec.ValidationError as e:
-            raise TraceFormatError(f"{path.name}: unexpected JSON content in events {lo}+: {e}") from e
+        events = decode_events(raws[lo : lo + CHUNK_EVENTS], skipped)
         side.collect(events)
-        cats = {c for c in {e.cat for e in events} if c and c.lower() in _KIND_BY_CAT}  # few distinct
-        idx = [i for i, e in enumerate(events) if e.ph == "X" and e.cat in cats]
-        parts.append(_chunk_columns([events[i] for i in idx], interner))
-        _check(path, events, idx, lo, parts[-1])
-        gpu = np.isin(parts[-1]["kind"], (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET))
-        if (gpu & (parts[-1]["correlation"] < 0)).any():
+        seen = {e.cat for e in events}  # few distinct
+        cats = {c for c in seen if c and c.lower() in _KIND_BY_CAT}
+        if None in seen and (n := sum(1 for e in events if e.ph == "X" and e.cat is None)):
+            skipped["no cat"] += n
+        idx = np.array([i for i, e in enumerate(events) if e.ph == "X" and e.cat in cats], dtype=np.int64)
+        col, checks = _chunk_columns([events[i] for i in idx.tolist()], interner)
+        keep = tally(checks + time_checks(col["ts"], col["dur"], base_ns), skipped)
+        if keep is not None:
+            col, idx = {k: v[keep] for k, v in col.items()}, idx[keep]
+        parts.append(col)
+        gpu = np.isin(col["kind"], (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET))
+        if (gpu & (col["correlation"] < 0)).any():
             side.collect_launch_flows(events)
-        rows.append(np.array(idx, dtype=np.int64) + lo)
+        rows.append(idx + lo)
         del events
     if not parts:
-        parts.append(_chunk_columns([], interner))
+        parts.append(_chunk_columns([], interner)[0])
     cols = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}  # one column at a time
     return cols, np.concatenate(rows) if rows else np.zeros(0, np.int64), side, interner
 
@@ -266,7 +271,8 @@ def _start_ns(cols: dict[str, np.ndarray], doc: DecodedFile, rows: np.ndarray) -
     ts, is_int = cols["ts"], cols["is_int_ts"]
     start = np.where(is_int, ts.astype(np.int64) * 1000, np.rint(ts * 1000.0).astype(np.int64))
     if (~is_int & (np.abs(ts) >= _FLOAT_EXACT_LIMIT_US)).any():
-        text = decode_exact_times(doc.traceEvents or [])
+        raws = doc.traceEvents or []
+        text = [t for lo in range(0, len(raws), CHUNK_EVENTS) for t in decode_exact_times(raws[lo : lo + CHUNK_EVENTS])]
         start = np.array([_exact_us_to_ns(text[i]) for i in rows.tolist()], dtype=np.int64)
     return start
 
@@ -274,7 +280,7 @@ def _start_ns(cols: dict[str, np.ndarray], doc: DecodedFile, rows: np.ndarray) -
 def _lanes(cols: dict[str, np.ndarray], interner: _Interner, labels: dict[tuple[str, str], str]):  # type: ignore[no-untyped-def]
     """Lane of every event: (pid, tid) for CPU events, (device, stream) for GPU-side ones."""
     strings = interner.strings
-    as_int = np.array([_to_int(x) for x in strings], dtype=np.int64)
+    as_int = np.array([to_int(x) for x in strings], dtype=np.int64)
     gpu = np.isin(cols["kind"], list(_GPU_SIDE))
     dev = np.where(cols["device"] != -1, cols["device"], as_int[cols["pid"]])
     stream = np.where(cols["stream"] != -1, cols["stream"], as_int[cols["tid"]])
@@ -332,12 +338,17 @@ def parse_kineto(doc: DecodedFile, path: Path) -> RankPart:
         doc (DecodedFile): the file with its events as raw JSON; they are released once decoded.
         path (Path): the file, for messages.
 
+    Returns:
+        RankPart: the usable events (possibly none); the others are counted in ``skipped``.
+
     Raises:
-        TraceFormatError: an event without ``ts``, with a negative duration, or of a wrong type.
+        TraceFormatError: ``baseTimeNanoseconds`` or ``distributedInfo`` out of range.
     """
     base_ns = doc.baseTimeNanoseconds or 0
+    check_header(doc, path)
     total_events = len(doc.traceEvents or [])
-    cols, rows, side, interner = _decode_chunks(doc, path)
+    skipped: Counter[str] = Counter()
+    cols, rows, side, interner = _decode_chunks(doc, base_ns, skipped)
     start = _start_ns(cols, doc, rows) + base_ns
     doc.traceEvents = None  # frees the raw JSON text: the rest works on columns
     dur = np.rint(cols["dur"] * 1000.0).astype(np.int64)
@@ -365,14 +376,15 @@ def parse_kineto(doc: DecodedFile, path: Path) -> RankPart:
         process_groups=tuple(ProcessGroup(g.pg_name, g.pg_desc, g.backend_config, tuple(g.ranks))
                              for g in (dist.pg_config if dist else ())),
         window_ns=window, main_pid=interner.strings[int(np.bincount(ops).argmax())] if len(ops) else None,
-        total_events=total_events, zero_duration=int((dur == 0).sum()),
+        total_events=total_events, zero_duration=int((dur == 0).sum()), skipped=dict(skipped),
     )
 
 
 def _world_from_groups(dist: object) -> int | None:
     groups = getattr(dist, "pg_config", None) or []
     sizes = [g.pg_size for g in groups if g.pg_desc == "default_pg"] or [g.pg_size for g in groups]
-    return max(sizes) if sizes and max(sizes) > 0 else None
+    sizes = [s for s in sizes if 0 < s < MAX_RANKS]
+    return max(sizes) if sizes else None
 
 
 RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)

@@ -10,6 +10,7 @@ import logging
 import multiprocessing
 import re
 import zlib
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -19,6 +20,7 @@ import numpy as np
 
 from bottleneck_oracle.errors import TraceFormatError
 from bottleneck_oracle.traces._decode import DecodedFile, decode_file
+from bottleneck_oracle.traces._validate import summary
 from bottleneck_oracle.traces.events import EventTable, FlowTable, LaneTable, RankInfo, Trace
 from bottleneck_oracle.traces.execution_trace import align_with_kineto, data_dependencies, read_execution_trace
 from bottleneck_oracle.traces.kineto import RANK_IN_NAME, RankPart, parse_kineto
@@ -88,9 +90,9 @@ def _read_bytes(path: Path) -> bytes | bytearray:
         raise TraceFormatError(f"{path.name}: truncated or corrupt gzip ({e})") from e
 
 
-def _decode(path: Path, raw: bytes | bytearray) -> DecodedFile:
+def _decode(path: Path, raw: bytes | bytearray, skipped: Counter[str]) -> DecodedFile:
     try:
-        return decode_file(raw)
+        return decode_file(raw, skipped)
     except msgspec.ValidationError as e:
         raise TraceFormatError(f"{path.name}: unexpected JSON content: {e}") from e
     except msgspec.DecodeError as e:
@@ -98,18 +100,20 @@ def _decode(path: Path, raw: bytes | bytearray) -> DecodedFile:
         raise TraceFormatError(f"{path.name}: {what}") from e
 
 
-Parsed = RankPart | tuple[Path, DecodedFile] | None
+EtFile = tuple[Path, DecodedFile, Counter[str]]  # an execution trace and its nodes left out, by reason
+Parsed = RankPart | EtFile | None
 
 
 def _parse_file(item: tuple[Path, bool]) -> Parsed:
     path, named = item
     raw = _read_bytes(path)
-    doc = _decode(path, raw)
+    skipped: Counter[str] = Counter()
+    doc = _decode(path, raw, skipped)
     del raw  # the events keep the buffer alive only until parse_kineto has decoded them
     if doc.traceEvents is not None:
         return parse_kineto(doc, path)
     if doc.nodes is not None:
-        return path, doc  # an execution trace: linked once ranks are known
+        return path, doc, skipped  # an execution trace: linked once ranks are known
     if not named:
         log.info("%s: not a trace, skipped", path.name)
         return None
@@ -160,7 +164,8 @@ def _merge(ranked: list[tuple[int, str, RankPart]]) -> Trace:
     strings: dict[str, int] = {}
     tables, lanes, flows, infos = [], [], [], []
     lane_offset = 0
-    origin = min(p.window_ns[0] for _, _, p in ranked)
+    # a rank left without events (all skipped, or metadata only) has no time of its own
+    origin = min(p.window_ns[0] for _, _, p in ranked if len(p.events))
     for rank, source, part in ranked:
         remap = np.array([strings.setdefault(s, len(strings)) for s in part.strings], dtype=np.int32)
         ev = part.events
@@ -184,7 +189,7 @@ def _merge(ranked: list[tuple[int, str, RankPart]]) -> Trace:
             backend=part.backend, base_ns=part.base_ns, devices=part.devices,
             process_groups=part.process_groups, window_start_ns=part.window_ns[0] - origin,
             window_end_ns=part.window_ns[1] - origin, events=part.total_events,
-            zero_duration=part.zero_duration,
+            zero_duration=part.zero_duration, skipped_events=part.skipped,
         ))
     lane_table = LaneTable(
         rank=np.concatenate([np.full(len(ln), r, dtype=np.int32) for (r, _, _), ln in zip(ranked, lanes)]),
@@ -198,6 +203,7 @@ def _merge(ranked: list[tuple[int, str, RankPart]]) -> Trace:
         events=EventTable.concat(tables), lanes=lane_table, flows=FlowTable.concat(flows),
         strings=tuple(strings), ranks=tuple(infos), origin_ns=origin,
         data_deps=np.zeros((0, 2), dtype=np.int64),
+        skipped_events=dict(sum((Counter(p.skipped) for _, _, p in ranked), Counter())),
     )
 
 
@@ -216,10 +222,10 @@ def _pair_execution_trace(path: Path, doc: DecodedFile, ranked: list[tuple[int, 
     )
 
 
-def _link_one(trace: Trace, path: Path, doc: DecodedFile, rank: int) -> np.ndarray:
+def _link_one(trace: Trace, path: Path, doc: DecodedFile, skipped: Counter[str], rank: int) -> np.ndarray:
     """Data dependencies of one execution trace as (producer, consumer) event rows."""
     ev = trace.events
-    et = read_execution_trace(doc, path)
+    et = read_execution_trace(doc, path, skipped)
     ops = np.flatnonzero((ev.rank == rank) & np.isin(ev.kind, (EventKind.CPU_OP, EventKind.ANNOTATION)))
     names = [trace.strings[i] for i in ev.name[ops].tolist()]
     rf, pos = align_with_kineto(et, names, ev.lane[ops], ev.external_id[ops])
@@ -235,11 +241,23 @@ def _link_one(trace: Trace, path: Path, doc: DecodedFile, rank: int) -> np.ndarr
     return rows[at[found]]
 
 
-def _link_execution_traces(trace: Trace, ets: list[tuple[Path, DecodedFile]],
-                           ranked: list[tuple[int, str, RankPart]]) -> Trace:
-    pairs = [_link_one(trace, path, doc, _pair_execution_trace(path, doc, ranked)) for path, doc in ets]
+def _link_execution_traces(trace: Trace, ets: list[EtFile], ranked: list[tuple[int, str, RankPart]]) -> Trace:
+    pairs = [_link_one(trace, path, doc, skipped, _pair_execution_trace(path, doc, ranked))
+             for path, doc, skipped in ets]
     deps_rows = np.concatenate(pairs) if pairs else np.zeros((0, 2), dtype=np.int64)
-    return Trace(**{**{f: getattr(trace, f) for f in Trace.__dataclass_fields__}, "data_deps": deps_rows})
+    skipped = sum((skipped for _, _, skipped in ets), Counter(trace.skipped_events))
+    return Trace(**{**{f: getattr(trace, f) for f in Trace.__dataclass_fields__}, "data_deps": deps_rows,
+                    "skipped_events": dict(skipped)})
+
+
+def _nothing_usable(part: RankPart) -> str:
+    if not part.total_events:
+        return f"{part.path.name}: holds no events"
+    if part.skipped:
+        n = sum(part.skipped.values())
+        return (f"{part.path.name}: no usable events; {n} of {part.total_events} skipped "
+                f"({summary(part.skipped.items())})")
+    return f"{part.path.name}: no usable events: no complete ('ph' X) event of a known 'cat'"
 
 
 def read_trace(paths: Sequence[Path] | Path, *, workers: int = 1, partial: bool = False) -> Trace:
@@ -250,9 +268,13 @@ def read_trace(paths: Sequence[Path] | Path, *, workers: int = 1, partial: bool 
         workers (int): processes that parse files in parallel. (default: ``1``)
         partial (bool): accept a job whose files miss some ranks. (default: ``False``)
 
+    An event with a malformed or out-of-range field is left out and counted in
+    ``Trace.skipped_events``; a rank file left with no usable event is an empty rank.
+
     Raises:
-        TraceFormatError: a file is unreadable or not a trace, two files claim
-            one rank, ranks are missing, or an execution trace pairs with no rank.
+        TraceFormatError: a file is unreadable or not a trace, no file holds a
+            usable event, two files claim one rank, ranks are missing, or an
+            execution trace pairs with no rank.
     """
     files = trace_files([paths] if isinstance(paths, (str, Path)) else paths)
     parsed = _parse_all(files, workers)
@@ -261,6 +283,8 @@ def read_trace(paths: Sequence[Path] | Path, *, workers: int = 1, partial: bool 
     if not kineto:
         what = "an execution trace holds no timings; pass it with its Kineto trace" if ets else "no trace in it"
         raise TraceFormatError(f"{(ets[0][0] if ets else files[0][0]).name}: {what}")
+    if not any(len(p.events) for p in kineto):
+        raise TraceFormatError(_nothing_usable(kineto[0]))
     ranked = _resolve_ranks(kineto, partial)
     trace = _merge(ranked)
     return _link_execution_traces(trace, ets, ranked) if ets else trace

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import gzip
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from functools import lru_cache
 from pathlib import Path
 
@@ -258,21 +258,31 @@ def test_read_execution_trace_without_nodes_raises(body: dict) -> None:
     assert "\n" not in message
 
 
-def test_read_execution_trace_bad_parent_raises() -> None:
+def test_read_execution_trace_unknown_parent_makes_a_root() -> None:
     nodes = [_node(1, 0, PROCESS, 1, 0), _node(2, 1, "x", 9, 1)]
     doc = decode_file(msgspec.json.encode({"nodes": nodes}))
-    with pytest.raises(TraceFormatError) as info:
-        read_execution_trace(doc, Path("bad_et.json"))
-    expected = "bad_et.json: execution-trace node 2 has parent 9, which is not a node of the trace"
-    assert str(info.value) == expected
+    trace = read_execution_trace(doc, Path("bad_et.json"))
+    assert trace.node_id.tolist() == [1, 2] and trace.parent.tolist() == [1, 2]
 
 
-def test_read_execution_trace_duplicate_id_raises() -> None:
-    nodes = [_node(1, 0, PROCESS, 1, 0), _node(1, 1, "x", 1, 1)]
-    doc = decode_file(msgspec.json.encode({"nodes": nodes}))
+def test_read_execution_trace_skips_damaged_nodes() -> None:
+    # a repeated id, an id that is text, an id beyond int64: each costs its node only
+    nodes = [_node(1, 0, PROCESS, 1, 0), _node(1, 1, "x", 1, 1), _node(2, 2, "y", 1, 1),
+             {**_node(3, 3, "z", 1, 1), "id": "three"}, _node(2**70, 4, "w", 1, 1)]
+    skipped: Counter[str] = Counter()
+    doc = decode_file(msgspec.json.encode({"nodes": nodes}), skipped)
+    trace = read_execution_trace(doc, Path("dup_et.json"), skipped)
+    assert trace.node_id.tolist() == [1, 2]
+    assert skipped == {"node: duplicate id": 1, "node: bad id": 2}
+
+
+def test_read_execution_trace_without_usable_nodes_raises() -> None:
+    skipped: Counter[str] = Counter()
+    doc = decode_file(msgspec.json.encode({"nodes": [{"id": None}, 5]}), skipped)
     with pytest.raises(TraceFormatError) as info:
-        read_execution_trace(doc, Path("dup_et.json"))
-    assert str(info.value) == "dup_et.json: execution-trace node id 1 appears twice"
+        read_execution_trace(doc, Path("bad_et.json"), skipped)
+    assert str(info.value) == ("bad_et.json: no usable execution-trace 'nodes'; 2 skipped "
+                               "(node: bad id: 1, node: not an object: 1)")
 
 
 def test_chakra_layout_of_torch_2_13_reads_like_the_flat_one() -> None:

@@ -92,14 +92,18 @@ def test_json_that_is_not_a_trace(tmp_path: Path) -> None:
 
 
 def test_wrong_schema_names_the_field(tmp_path: Path) -> None:
-    (tmp_path / "odd.json").write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": "soon", "dur": 1}]}')
+    # a file-level field of the wrong type refuses the file; an event's costs that event only
+    (tmp_path / "odd.json").write_text('{"traceEvents": [], "distributedInfo": {"rank": "zero"}}')
     message = _error(tmp_path / "odd.json")
-    assert message.startswith("odd.json: unexpected JSON content") and "ts" in message
+    assert message.startswith("odd.json: unexpected JSON content") and "distributedInfo.rank" in message
+    (tmp_path / "soon.json").write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": "soon", "dur": 1}]}')
+    assert _error(tmp_path / "soon.json") == "soon.json: no usable events; 1 of 1 skipped (bad ts: 1)"
 
 
-def test_negative_duration(tmp_path: Path) -> None:
-    write(tmp_path / "neg.json.gz", [op("aten::mm", 10, 5), op("aten::add", 20, -5)])
-    assert _error(tmp_path / "neg.json.gz") == "neg.json.gz: event 1 ('aten::add') has negative duration -5 µs"
+def test_negative_duration_skips_the_event(tmp_path: Path) -> None:
+    trace = read_trace(write(tmp_path / "neg.json.gz", [op("aten::mm", 10, 5), op("aten::add", 20, -5)]))
+    assert [trace.strings[i] for i in trace.events.name] == ["aten::mm"]
+    assert trace.skipped_events == {"negative dur": 1} == trace.ranks[0].skipped_events
 
 
 def test_missing_path(tmp_path: Path) -> None:
