@@ -29,6 +29,7 @@ class Analysis:
         partial_steps (frozenset[tuple[int, int]]): (step, rank) cut short by the profiler.
         findings (tuple[Finding, ...]): largest impact first.
         slack_ns (np.ndarray): int64[N] slack of every node.
+        steps_from (str | None): the regex whose user annotations are the steps (None: ProfilerStep).
     """
 
     graph: ExecGraph
@@ -38,11 +39,17 @@ class Analysis:
     partial_steps: frozenset[tuple[int, int]]
     findings: tuple[Finding, ...]
     slack_ns: np.ndarray
+    steps_from: str | None = None
 
 
-def analyze(trace: Trace) -> Analysis:
-    """Builds the graph of ``trace`` and finds every step's critical path, slow steps and bottlenecks."""
-    graph = build_graph(trace)
+def analyze(trace: Trace, steps_from: str | None = None) -> Analysis:
+    """Builds the graph of ``trace`` and finds every step's critical path, slow steps and bottlenecks.
+
+    Args:
+        steps_from (str | None): regex; the user annotations it matches are the steps
+            instead of ``ProfilerStep#N`` (see ``build_graph``).
+    """
+    graph = build_graph(trace, steps_from=steps_from)
     points = build_point_graph(graph)
     dist, pred = check_replay(points)
     reports = find_critical_paths(graph, points, pred)
@@ -53,5 +60,5 @@ def analyze(trace: Trace) -> Analysis:
         graph=graph, points=points, steps=tuple(reports), slow_steps=tuple(slow),
         partial_steps=frozenset(partial),
         findings=tuple(find_bottlenecks(graph, complete, {s.step for s in slow})),
-        slack_ns=node_slack(graph, points, dist),
+        slack_ns=node_slack(graph, points, dist), steps_from=steps_from,
     )

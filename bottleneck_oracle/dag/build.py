@@ -162,7 +162,7 @@ def _nodes(trace: Trace) -> _Nodes:
     rows = rows[np.lexsort((rows, -ev.dur_ns[rows], ev.start_ns[rows], ev.lane[rows]))]
     lane = ev.lane[rows]
     start = ev.start_ns[rows]
-    window_end = np.zeros(int(ev.rank.max()) + 1 if len(ev) else 0, dtype=np.int64)
+    window_end = np.zeros(max((info.rank for info in trace.ranks), default=-1) + 1, dtype=np.int64)  # empty ranks too
     for info in trace.ranks:
         window_end[info.rank] = info.window_end_ns
     # spans that run past the recording window (a bogus last ProfilerStep) end with it
@@ -280,11 +280,13 @@ def _recorded_dependencies(trace: Trace, nd: _Nodes) -> Parts:
     return [(fwd[cross], bwd[cross], EdgeType.FWDBWD), (data[:, 0], data[:, 1], EdgeType.DATA)]
 
 
-def build_graph(trace: Trace) -> ExecGraph:
+def build_graph(trace: Trace, steps_from: str | None = None) -> ExecGraph:
     """Builds the execution DAG of every rank of ``trace``.
 
     Args:
         trace (Trace): the normalized trace (``read_trace``).
+        steps_from (str | None): regex; the user annotations it matches are the steps
+            instead of ``ProfilerStep#N``, numbered 0, 1, ... per rank.
 
     Returns:
         ExecGraph: nodes, typed edges, steps and matched collectives.
@@ -301,8 +303,8 @@ def build_graph(trace: Trace) -> ExecGraph:
     parts += _gloo_links(trace, nd, is_gpu, coll, c10d, gloo) + _thread_edges(nd, is_gpu)
     parts += _recorded_dependencies(trace, nd)
     src, dst, typ = _edges(parts + [(coll.src, coll.dst, EdgeType.COLLECTIVE)])
-    steps = find_steps(trace, nd.role, nd.rank, nd.name, nd.start, nd.end)
-    step_row, steps = assign_steps(steps, nd.rank, nd.start, nd.end, is_gpu, launched_by)
+    steps = find_steps(trace, nd.kind, nd.role, nd.rank, nd.name, nd.start, nd.end, steps_from)
+    step_row, steps = assign_steps(steps, nd.rank, nd.lane, nd.start, nd.end, is_gpu, launched_by)
     return ExecGraph(
         trace=trace, event=nd.event, kind=nd.kind, role=nd.role, rank=nd.rank, lane=nd.lane,
         name=nd.name, start_ns=nd.start, dur_ns=nd.end - nd.start, step_row=step_row,

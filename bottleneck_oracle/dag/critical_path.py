@@ -2,12 +2,14 @@
 
 A step's critical path is the longest path of the point graph ending at the
 step's last point (the end of its ProfilerStep or of the last GPU work it
-launched), followed back to the step's start. Because the point graph is
-weighed from observed times, the path covers every instant of the step's wall
-time once, so its categories sum to the wall time exactly. The path may run on
-another rank (reached through a collective whose last member was late): that
-rank's work keeps its category (the step is bound by it), its idle time is
-communication from this rank's point of view (waiting for a late rank).
+launched), followed back to the start of the step's window (its ProfilerStep
+start, or the completion of the earlier steps when the CPU ran ahead). Because
+the point graph is weighed from observed times, the path covers every instant
+of the step's wall time once, so its categories sum to the wall time exactly.
+The path may run on another rank (reached through a collective whose last
+member was late): that rank's work keeps its category (the step is bound by
+it), its idle time is communication from this rank's point of view (waiting
+for a late rank).
 """
 
 from __future__ import annotations
@@ -21,8 +23,7 @@ from bottleneck_oracle.dag import _kernels
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.longest_path import latest_finish, longest_path
 from bottleneck_oracle.dag.points import PointGraph
-from bottleneck_oracle.dag.steps import WHOLE_TRACE
-from bottleneck_oracle.dag.types import CATEGORIES, Category, Role
+from bottleneck_oracle.dag.types import CATEGORIES, Category
 
 __all__ = ["StepReport", "find_critical_paths", "node_slack", "check_replay"]
 
@@ -38,7 +39,7 @@ class StepReport:
     Args:
         step (int): ProfilerStep number (-1: the whole trace).
         rank (int): the rank whose step this is.
-        start_ns (int): step start.
+        start_ns (int): start of the step's window (``StepTable.start_ns``).
         end_ns (int): end of the step's last CPU or GPU work.
         breakdown_ns (dict[Category, int]): wall time per category; sums to ``wall_ns``.
         path_node (np.ndarray): int64[K] node owning each path segment (-1: none).
@@ -46,8 +47,11 @@ class StepReport:
         path_rank (np.ndarray): int32[K] rank each segment ran on.
         path_start_ns (np.ndarray): int64[K].
         path_dur_ns (np.ndarray): int64[K].
-        start_point (int): the point where the step starts (start of its ProfilerStep range).
+        start_point (int): the point where the window opens: the start of its ProfilerStep range,
+            or the end of the earlier work whose completion opens it (``StepTable.opened_by``).
         end_point (int): the point where it ends (end of its range or of its last GPU work).
+        cpu_start_point (int): the start of its ProfilerStep range (-1: ``start_point``).
+        cpu_end_point (int): the end of its ProfilerStep range (-1: ``end_point``).
     """
 
     step: int
@@ -62,11 +66,22 @@ class StepReport:
     path_dur_ns: np.ndarray
     start_point: int
     end_point: int
+    cpu_start_point: int = -1
+    cpu_end_point: int = -1
 
     @property
     def wall_ns(self) -> int:
         """Step wall time: end of its last work minus its start."""
         return self.end_ns - self.start_ns
+
+    def window_points(self, t: np.ndarray) -> tuple[int, int]:
+        """The points where the window opens and closes on a timeline of point times ``t`` (a
+        replay): the later of the CPU start and the end of the earlier work that opened it, and
+        the later of the CPU end and the end of the work that completed it, as observed."""
+        cpu_start = self.cpu_start_point if self.cpu_start_point >= 0 else self.start_point
+        cpu_end = self.cpu_end_point if self.cpu_end_point >= 0 else self.end_point
+        start = self.start_point if t[self.start_point] >= t[cpu_start] else cpu_start
+        return start, self.end_point if t[self.end_point] >= t[cpu_end] else cpu_end
 
 
 def check_replay(pg: PointGraph) -> tuple[np.ndarray, np.ndarray]:
@@ -82,19 +97,6 @@ def check_replay(pg: PointGraph) -> tuple[np.ndarray, np.ndarray]:
     return dist, pred
 
 
-def _sinks(g: ExecGraph) -> np.ndarray:
-    """Per step row, the node whose end is the step's end: its range, or its last GPU work."""
-    row = np.maximum(g.step_row, 0)
-    ends_step = (g.role == Role.STEP) | g.trace.lanes.is_gpu[g.lane] | (g.steps.step[row] == WHOLE_TRACE)
-    inside = np.flatnonzero((g.step_row >= 0) & ends_step)
-    order = inside[np.lexsort((g.end_ns[inside], g.step_row[inside]))]
-    rows = g.step_row[order]
-    last = np.flatnonzero(np.append(rows[1:] != rows[:-1], True))
-    sink = np.full(len(g.steps), -1, dtype=np.int64)
-    sink[rows[last]] = order[last]
-    return sink
-
-
 def _merge(node: np.ndarray, cat: np.ndarray, rank: np.ndarray, start: np.ndarray, end: np.ndarray):  # type: ignore[no-untyped-def]
     """Joins consecutive segments with the same node, category and rank."""
     if not len(node):
@@ -106,7 +108,7 @@ def _merge(node: np.ndarray, cat: np.ndarray, rank: np.ndarray, start: np.ndarra
     return node[idx], cat[idx], rank[idx], start[idx], end[stop] - start[idx]
 
 
-def _start_point(g: ExecGraph, row: int) -> int:
+def _cpu_start_point(g: ExecGraph, row: int) -> int:
     node = int(g.steps.node[row])
     if node >= 0:
         return 2 * node
@@ -114,10 +116,11 @@ def _start_point(g: ExecGraph, row: int) -> int:
     return 2 * int(mine[np.argmin(g.start_ns[mine])])
 
 
-def _report(g: ExecGraph, pg: PointGraph, pred: np.ndarray, row: int, sink: int) -> StepReport:
+def _report(g: ExecGraph, pg: PointGraph, pred: np.ndarray, row: int) -> StepReport:
     steps = g.steps
     start, rank = int(steps.start_ns[row]), int(steps.rank[row])
-    end_point = 2 * sink + 1
+    end_point = 2 * int(steps.last_node[row]) + 1
+    cpu_start, opener = _cpu_start_point(g, row), int(steps.opened_by[row])  # opener: where earlier work completed
     end = int(pg.t[end_point])
     edges = _kernels.walk_back(pred, pg.src, pg.t, end_point, start)
     seg_start = np.maximum(pg.t[pg.src[edges]], start)
@@ -135,7 +138,8 @@ def _report(g: ExecGraph, pg: PointGraph, pred: np.ndarray, row: int, sink: int)
         step=int(steps.step[row]), rank=rank, start_ns=start, end_ns=end,
         breakdown_ns={c: int(v) for c, v in zip(CATEGORIES, totals)},
         path_node=node, path_category=cat, path_rank=prank, path_start_ns=pstart, path_dur_ns=pdur,
-        start_point=_start_point(g, row), end_point=end_point,
+        start_point=2 * opener + 1 if opener >= 0 else cpu_start, end_point=end_point, cpu_start_point=cpu_start,
+        cpu_end_point=2 * int(steps.node[row]) + 1 if steps.node[row] >= 0 else -1,
     )
 
 
@@ -145,9 +149,8 @@ def find_critical_paths(g: ExecGraph, pg: PointGraph, pred: np.ndarray) -> list[
     Args:
         pred (np.ndarray): the longest-path predecessor edges from ``check_replay``.
     """
-    sink = _sinks(g)
     order = np.lexsort((g.steps.rank, g.steps.step))
-    return [_report(g, pg, pred, int(r), int(sink[r])) for r in order.tolist() if sink[r] >= 0]
+    return [_report(g, pg, pred, int(r)) for r in order.tolist() if g.steps.last_node[r] >= 0]
 
 
 def node_slack(g: ExecGraph, pg: PointGraph, dist: np.ndarray) -> np.ndarray:

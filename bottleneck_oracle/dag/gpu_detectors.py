@@ -19,8 +19,7 @@ _P2P_OPS = ("send/recv (SendRecv kernels)",)
 
 def gpu_busy_ns(g: ExecGraph) -> np.ndarray:
     """int64[steps]: time some GPU stream of each step's rank computed or copied inside the step's
-    window, the previous step's tail included (communication kernels spin while they wait, so they
-    do not count)."""
+    window (communication kernels spin while they wait, so they do not count)."""
     steps = g.steps
     busy = np.zeros(len(steps), dtype=np.int64)
     compute = g.trace.lanes.is_gpu[g.lane] & (g.parent < 0) & (g.kind != NodeKind.COMM)

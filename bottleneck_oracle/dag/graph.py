@@ -18,18 +18,25 @@ __all__ = ["ExecGraph", "StepTable", "CollectiveTable"]
 
 @dataclass(frozen=True, slots=True)
 class StepTable:
-    """One row per (rank, step): where each rank's ``ProfilerStep#N`` starts and ends.
+    """One row per (rank, step): each rank's ``ProfilerStep#N`` (or ``steps_from`` annotation) and its window.
 
-    ``end_ns`` includes the GPU work the step launched; ``step`` is N (-1 when
-    the trace has no step annotation and the whole trace is one step).
+    ``end_ns`` is where the step completes: the later of its CPU end and the end
+    of the GPU work it launched. ``start_ns`` is where its window opens: its CPU
+    start, or where the rank's earlier steps completed if that is later (the CPU
+    ran ahead of the GPU; for the first step, where the GPU work queued before the
+    trace completed), so the windows of a rank never overlap. ``step`` is N
+    (-1 when the trace has no step annotation and the whole trace is one step).
     """
 
     rank: np.ndarray  # int32
     step: np.ndarray  # int32
-    node: np.ndarray  # int32: the ProfilerStep annotation node, -1 for a whole-trace step
-    start_ns: np.ndarray  # int64
-    cpu_end_ns: np.ndarray  # int64
-    end_ns: np.ndarray  # int64
+    node: np.ndarray  # int32: the step's annotation node, -1 for a whole-trace step
+    cpu_start_ns: np.ndarray  # int64: start of the annotation
+    start_ns: np.ndarray  # int64: start of the window
+    cpu_end_ns: np.ndarray  # int64: end of the annotation
+    end_ns: np.ndarray  # int64: completion
+    last_node: np.ndarray  # int64: node whose end is the completion (annotation or last GPU work), -1: none
+    opened_by: np.ndarray  # int64: node whose end opens the window, -1: the CPU start
 
     def __len__(self) -> int:
         return len(self.step)

@@ -86,12 +86,14 @@ def interference_levers(a: Analysis, edits: list[Edit]) -> Levers:
     step_ms: dict[int, float] = {}
     slowest = {}
     for r in a.steps:
-        ms = (t[r.end_point] - t[r.start_point]) / 1e6
+        first, last = r.window_points(t)
+        ms = (t[last] - t[first]) / 1e6
         if (r.step, r.rank) not in a.partial_steps and ms > step_ms.get(r.step, -1.0):
             step_ms[r.step], slowest[r.step] = ms, r
     on_path = np.zeros(len(g))
     for r in slowest.values():
-        edges = _kernels.walk_back(pred, pg.src, t, r.end_point, int(t[r.start_point]))
+        first, last = r.window_points(t)
+        edges = _kernels.walk_back(pred, pg.src, t, last, int(t[first]))
         edges = edges[own[edges]]
         on_path[pg.owner[edges]] = edge_lever[edges]
     return Levers(step_ms, on_path)

@@ -95,10 +95,14 @@ def replay(a: Analysis, edits: list[Edit]) -> ReplayResult:
     pg = a.points
     before, _ = longest_path(pg.index, pg.weight)
     after, _ = longest_path(pg.index, scaled_weights(a, edits))
-    start = np.array([r.start_point for r in a.steps], dtype=np.int64)
-    end = np.array([r.end_point for r in a.steps], dtype=np.int64)
     return ReplayResult(
         step=np.array([r.step for r in a.steps], dtype=np.int32),
         rank=np.array([r.rank for r in a.steps], dtype=np.int32),
-        before_ns=before[end] - before[start], after_ns=after[end] - after[start],
+        before_ns=_walls(a, before), after_ns=_walls(a, after),
     )
+
+
+def _walls(a: Analysis, t: np.ndarray) -> np.ndarray:
+    """int64[steps]: every step's window on the replayed timeline ``t``."""
+    points = np.array([r.window_points(t) for r in a.steps], dtype=np.int64).reshape(-1, 2)
+    return t[points[:, 1]] - t[points[:, 0]]

@@ -297,7 +297,8 @@ def step_graphs(a: Analysis, *, bidirectional: bool = True, max_nodes: int = 200
     cache = {"op": op, "coll": coll, "bucket": bucket, "lane_slot": _lane_slots(g)}
     complete = {r.step for r in a.steps if r.step >= 0} - {s for s, _ in a.partial_steps}
     step_of = g.step
-    start_of = {(int(r), int(s)): int(t) for r, s, t in zip(g.steps.rank, g.steps.step, g.steps.start_ns)}
+    # a node's place in its step's CPU program: a window opened late by a GPU running behind would clip it
+    start_of = {(int(r), int(s)): int(t) for r, s, t in zip(g.steps.rank, g.steps.step, g.steps.cpu_start_ns)}
     keep = (ntype >= 0) & (g.role != Role.STEP)
     out = []
     for step in sorted(complete):
