@@ -11,6 +11,7 @@ from bottleneck_oracle.dag.collectives import collective_arrivals
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.finding import ANOMALY_SHARE, CAT_INDEX, MIN_NS, Finding, ms, top_ops
 from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.intervals import merged
 from bottleneck_oracle.dag.types import Bottleneck, Category, NodeKind, Role
 
 __all__ = ["category_findings", "checkpoints", "host_pauses", "slow_compute", "stragglers"]
@@ -116,7 +117,7 @@ def stragglers(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[
     for rank in sorted({rank for _, rank in late}):
         mine = {step: hits for (step, r), hits in late.items() if r == rank}
         if len(steps_of) >= 3 and len(mine) * 2 > len(steps_of):
-            total = float(np.median([sum(h[0] for h in hits) for hits in mine.values()]))
+            total = float(np.median([_late_ns(g, hits) for hits in mine.values()]))
             out.append(Finding(
                 Bottleneck.STRAGGLER_RANK, None, (rank,), (g.node_name(next(iter(mine.values()))[0][1]),),
                 ms(total), f"rank {rank} reached collectives late in {len(mine)} of {len(steps_of)} steps "
@@ -135,11 +136,20 @@ def _straggler_finding(g: ExecGraph, reports: list[StepReport], step: int, rank:
     waiting = sorted({w for _, _, ws in hits for w in ws})
     cause = _late_cause(g, reports, step, rank)
     return Finding(
-        Bottleneck.STRAGGLER_RANK, step, (rank,), (g.node_name(worst[1]),), ms(sum(h[0] for h in hits)),
+        Bottleneck.STRAGGLER_RANK, step, (rank,), (g.node_name(worst[1]),), ms(_late_ns(g, hits)),
         f"rank {rank} reached {len(hits)} collective(s) of step {step} late, by up to {ms(worst[0])} ms "
         f"(first: {g.node_name(worst[1])}); rank(s) {', '.join(map(str, waiting))} waited inside"
         + (f"; before arriving, rank {rank} spent {cause}" if cause else ""),
+        waiting=tuple(waiting),
     )
+
+
+def _late_ns(g: ExecGraph, hits: list[tuple[int, int, list[int]]]) -> int:
+    """Time the others spent waiting for the late rank: the union of its late arrivals (collectives
+    in flight together, such as two DDP buckets, are waited for once, not once each)."""
+    end = g.start_ns[[h[1] for h in hits]]
+    s, e = merged(end - np.array([h[0] for h in hits], dtype=np.int64), end)
+    return int((e - s).sum())
 
 
 def _late_cause(g: ExecGraph, reports: list[StepReport], step: int, rank: int) -> str:

@@ -3,7 +3,8 @@
 Two kinds of finding: an anomaly (a slow step spends much more time in a
 category than the median of its rank's other steps) and a chronic bottleneck
 (a category takes a large share of most steps). Each names the ranks, the ops
-on the critical path, and the time at stake in ms.
+on the critical path, and the time at stake in ms, which never exceeds what its
+step lost against its peers (``dag/severity.py``).
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.types import CATEGORIES, Bottleneck, Category
 
-__all__ = ["Finding", "MIN_NS", "ANOMALY_SHARE", "CAT_INDEX", "ms", "own_ns", "top_ops"]
+__all__ = ["ANOMALY_SHARE", "CAT_INDEX", "MAJOR", "MINOR", "MIN_NS", "Finding", "ms", "own_ns", "top_ops"]
 
 MIN_NS = 1_000_000  # nothing under 1 ms is worth a finding
 ANOMALY_SHARE = 0.10  # of the median step: how much extra time makes an anomaly (in a slow step)
 CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
+MAJOR = "major"  # a cause of a slow step, a chronic bottleneck, or a finding of a trace too short to compare
+MINOR = "minor"  # an anomaly of a step that is not slow: listed after every major finding
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +36,12 @@ class Finding:
         step (int | None): the step, or None for every step (chronic).
         ranks (tuple[int, ...]): ranks it concerns (the late rank for a straggler).
         ops (tuple[str, ...]): ops on the critical path that show it, worst first.
-        impact_ms (float): time at stake: excess over peers, or the time spent.
+        impact_ms (float): time at stake: excess over peers, or the time spent; for a finding tied to
+            a step, at most what that step took beyond the median of its rank's other steps.
         evidence (str): one or two sentences with the numbers.
+        severity (str): ``MAJOR`` or ``MINOR`` (an anomaly of a step that is not slow).
+        waiting (tuple[int, ...]): ranks that waited for it inside a collective (a straggler's peers):
+            the time it cost shows in their steps too.
     """
 
     category: Bottleneck
@@ -43,6 +50,8 @@ class Finding:
     ops: tuple[str, ...]
     impact_ms: float
     evidence: str
+    severity: str = MAJOR
+    waiting: tuple[int, ...] = ()
 
 
 def ms(ns: float) -> float:

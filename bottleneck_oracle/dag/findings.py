@@ -1,25 +1,30 @@
-"""All bottleneck detectors together: every finding of a trace, largest impact first."""
+"""All bottleneck detectors together: every finding of a trace, bounded by what its step lost
+(``dag/severity.py``): the major ones first, each group largest impact first."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.detectors import category_findings, checkpoints, host_pauses, slow_compute, stragglers
-from bottleneck_oracle.dag.finding import CAT_INDEX, Finding, own_ns
+from bottleneck_oracle.dag.finding import CAT_INDEX, MAJOR, Finding, own_ns
 from bottleneck_oracle.dag.gpu_detectors import host_bound, host_syncs, p2p_nodes, pipeline_bubbles
 from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.severity import bound_findings
 from bottleneck_oracle.dag.types import Bottleneck, Category
 
 __all__ = ["Finding", "find_bottlenecks"]
 
 
 def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[int]) -> list[Finding]:
-    """Every finding of every detector, largest impact first.
+    """Every finding of every detector, impacts capped by their step's excess: major findings
+    first, largest impact first, then the minor ones (anomalies of steps that are not slow).
 
     Args:
+        reports: the complete steps (partial ones left out).
         slow_steps: step numbers slow on some rank; step anomalies are looked for only there.
     """
     own = lambda cat: (lambda r: own_ns(r, cat))  # noqa: E731
@@ -47,20 +52,24 @@ def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[in
                              "host time issuing GPU work", 0.30)
     )
     best: dict[tuple[Bottleneck, int | None, tuple[int, ...]], Finding] = {}
-    for f in sorted(found, key=lambda f: -f.impact_ms):  # one finding per kind, step and ranks
+    for f in sorted(bound_findings(found, reports), key=lambda f: -f.impact_ms):  # one per kind, step, ranks
         best.setdefault((f.category, f.step, f.ranks), f)
-    return sorted(best.values(), key=_rank_key(list(best.values())))
+    # what made a rank late explains the slow steps of the ranks that waited for it
+    late = {(f.step, f.ranks) for f in best.values() if f.category == Bottleneck.STRAGGLER_RANK and f.severity == MAJOR}
+    kept = [replace(f, severity=MAJOR) if (f.step, f.ranks) in late else f for f in best.values()]
+    return sorted(kept, key=_rank_key(kept))
 
 
-def _rank_key(findings: list[Finding]) -> Callable[[Finding], tuple[float, int]]:
-    """Largest impact first, but a late rank comes right after what made it late (its own finding)."""
+def _rank_key(findings: list[Finding]) -> Callable[[Finding], tuple[bool, float, int]]:
+    """Major before minor, largest impact first, but a late rank comes right after what made it
+    late (its own finding)."""
     cause: dict[tuple[int | None, tuple[int, ...]], float] = {}
     for f in findings:
         if f.category != Bottleneck.STRAGGLER_RANK:
             where = (f.step, f.ranks)
             cause[where] = max(cause.get(where, 0.0), f.impact_ms)
 
-    def key(f: Finding) -> tuple[float, int]:
+    def key(f: Finding) -> tuple[bool, float, int]:
         explained = f.category == Bottleneck.STRAGGLER_RANK and (f.step, f.ranks) in cause
-        return (-(cause[(f.step, f.ranks)] if explained else f.impact_ms), int(explained))
+        return (f.severity != MAJOR, -(cause[(f.step, f.ranks)] if explained else f.impact_ms), int(explained))
     return key

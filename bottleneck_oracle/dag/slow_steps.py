@@ -14,7 +14,7 @@ import numpy as np
 
 from bottleneck_oracle.dag.critical_path import StepReport
 
-__all__ = ["SlowStep", "find_slow_steps", "partial_steps", "SLOW_RATIO"]
+__all__ = ["SLOW_RATIO", "SlowStep", "compare_steps", "find_slow_steps", "partial_steps"]
 
 SLOW_RATIO = 1.25
 SLOW_MADS = 6.0
@@ -25,7 +25,7 @@ PARTIAL_RATIO = 0.5
 
 @dataclass(frozen=True, slots=True)
 class SlowStep:
-    """One rank's step that took longer than its peers.
+    """One rank's step against the median of its peers (``find_slow_steps``: one that took longer).
 
     Args:
         step (int): ProfilerStep number.
@@ -61,17 +61,18 @@ def partial_steps(reports: list[StepReport]) -> set[tuple[int, int]]:
     return out
 
 
-def find_slow_steps(reports: list[StepReport]) -> list[SlowStep]:
-    """Steps slower than the median of the same rank's other steps, slowest first.
+def compare_steps(reports: list[StepReport]) -> list[tuple[SlowStep, bool]]:
+    """Every complete step of a rank that has at least three, against the median of the rank's
+    other steps, and whether it is slow (``reports``: the complete ones, partial steps left out).
 
-    A rank needs at least three complete steps to be judged.
+    The one place that says what a step's peers took: slow steps and the cap on a finding's
+    impact (its step's excess) both come from here.
     """
-    partial = partial_steps(reports)
     by_rank: dict[int, list[StepReport]] = defaultdict(list)
     for r in reports:
-        if r.step >= 0 and (r.step, r.rank) not in partial:
+        if r.step >= 0:
             by_rank[r.rank].append(r)
-    slow: list[SlowStep] = []
+    out: list[tuple[SlowStep, bool]] = []
     for rank, steps in by_rank.items():
         if len(steps) < 3:
             continue
@@ -81,6 +82,17 @@ def find_slow_steps(reports: list[StepReport]) -> list[SlowStep]:
             med = float(np.median(others))
             # robust spread of the peers, never below a few percent of their median
             sigma = max(float(np.median(np.abs(others - med))) * 1.4826, NOISE_FLOOR * med)
-            if r.wall_ns >= SLOW_RATIO * med and r.wall_ns - med >= max(SLOW_MADS * sigma, MIN_EXCESS_NS):
-                slow.append(SlowStep(r.step, rank, r.wall_ns, int(med)))
+            slow = r.wall_ns >= SLOW_RATIO * med and r.wall_ns - med >= max(SLOW_MADS * sigma, MIN_EXCESS_NS)
+            out.append((SlowStep(r.step, rank, r.wall_ns, int(med)), slow))
+    return out
+
+
+def find_slow_steps(reports: list[StepReport]) -> list[SlowStep]:
+    """Steps slower than the median of the same rank's other steps, slowest first.
+
+    A rank needs at least three complete steps to be judged.
+    """
+    partial = partial_steps(reports)
+    complete = [r for r in reports if (r.step, r.rank) not in partial]
+    slow = [s for s, is_slow in compare_steps(complete) if is_slow]
     return sorted(slow, key=lambda s: -s.excess_ns)

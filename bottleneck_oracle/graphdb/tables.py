@@ -273,7 +273,7 @@ def _findings(a: Analysis, trace_id: str) -> tuple[Table, Table]:
         "idx": list(range(len(a.findings))), "category": [f.category.value for f in a.findings],
         "step": [f.step for f in a.findings], "ranks": [list(f.ranks) for f in a.findings],
         "ops": [list(f.ops) for f in a.findings], "impact_ms": [float(f.impact_ms) for f in a.findings],
-        "evidence": [f.evidence for f in a.findings],
+        "evidence": [f.evidence for f in a.findings], "severity": [f.severity for f in a.findings],
     })
     finding, key = [], []
     for i, f in enumerate(a.findings):

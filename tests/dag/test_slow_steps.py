@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 
 from bottleneck_oracle.dag.critical_path import StepReport
-from bottleneck_oracle.dag.slow_steps import find_slow_steps, partial_steps
+from bottleneck_oracle.dag.slow_steps import compare_steps, find_slow_steps, partial_steps
 from bottleneck_oracle.dag.types import Category
 
 
@@ -36,3 +36,11 @@ def test_short_last_step_is_partial_not_compared() -> None:
 
 def test_two_steps_are_not_enough_to_judge() -> None:
     assert find_slow_steps([_report(1, 0, 10), _report(2, 0, 100)]) == []
+
+
+def test_every_step_is_compared_with_its_peers() -> None:
+    reports = [_report(s, 0, w) for s, w in enumerate([40, 41, 39, 90, 44], start=2)] + [_report(2, 1, 40)]
+    compared = {(s.step, s.rank): (s.excess_ns / 1e6, slow) for s, slow in compare_steps(reports)}
+    # rank 1 has one step: no peers to compare it with
+    assert compared == {(2, 0): (-2.5, False), (3, 0): (-1.0, False), (4, 0): (-3.5, False),
+                        (5, 0): (49.5, True), (6, 0): (3.5, False)}

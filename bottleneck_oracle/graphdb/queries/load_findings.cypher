@@ -1,8 +1,9 @@
 // name: load_findings
 // mode: write
-// params: trace, cursor, idx, category, step, ranks, ops, impact_ms, evidence
+// params: trace, cursor, idx, category, step, ranks, ops, impact_ms, evidence, severity
 // returns: created
-// Creates one batch of Finding nodes (idx = rank in the analysis, largest impact first) and
+// Creates one batch of Finding nodes (idx = rank in the analysis: major ones first, then minor
+// anomalies of steps that are not slow; largest impact first within each) and
 // records the batch as committed in the same transaction.
 // The batch runs only when the previous one is the last committed (cursor - 1), so a batch
 // is applied once however often it is sent.
@@ -10,7 +11,7 @@ MATCH (t:Trace {id: $trace}) WHERE t.status = 'loading' AND t.cursor = $cursor -
 UNWIND range(0, size($idx) - 1) AS i
 CREATE (f:Finding {key: $trace + ':' + toString($idx[i]), trace: $trace, idx: $idx[i],
                    category: $category[i], step: $step[i], ranks: $ranks[i], ops: $ops[i],
-                   impact_ms: $impact_ms[i], evidence: $evidence[i]})
+                   impact_ms: $impact_ms[i], evidence: $evidence[i], severity: $severity[i]})
 WITH t, count(*) AS created
 SET t.cursor = $cursor
 RETURN created
