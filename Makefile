@@ -17,6 +17,8 @@ tools/cypher-lint/node_modules/.installed: tools/cypher-lint/package.json tools/
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q -e '.[capture,gnn,dev,integrations,neo4j,embed]' 'torch==2.13.0'
+	@# an editable install writes no bytecode: without it every command would compile the package first
+	$(PY) -m compileall -q bottleneck_oracle
 	touch $@
 
 demo: setup

@@ -267,6 +267,7 @@ def measure_child(
     *,
     log_path: Path,
     cwd: Path | None = None,
+    env: dict[str, str] | None = None,
     timeout_s: float = 900.0,
     sample_s: float = 0.1,
 ) -> ChildRun:
@@ -287,7 +288,7 @@ def measure_child(
     with open(log_path, "wb") as log:
         t0 = time.perf_counter()
         proc = subprocess.Popen(
-            [str(c) for c in cmd], cwd=cwd, stdin=subprocess.DEVNULL, stdout=log,
+            [str(c) for c in cmd], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True,
         )
         sampler = _TreeSampler(proc.pid, sample_s)

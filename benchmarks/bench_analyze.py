@@ -1,9 +1,10 @@
-"""Benchmark: our full analysis against HTA doing the same work and against the parse floor.
+"""Benchmark: `oracle analyze --json` as users run it against HTA doing the same work and the parse floor.
 
-Measured in one run, each in a fresh child process, on:
+Measured in one run, each a whole process started fresh, on:
   - df_index_resolver (216k events, one rank) from HTA's own test data;
   - a 1M-event, 8-rank trace made by repeating the steps of the real 8-rank DLRM job.
-For each: (a) ours: read + critical path, breakdown and findings for every step of every rank;
+For each: (a) ours: `python -m bottleneck_oracle analyze TRACE --json > FILE`: import, read, critical
+path, breakdown and findings of every step of every rank, the report written;
 (b) HTA 0.5.0 in its own venv: load + critical path for every step of every rank;
 (c) the floor: gunzip + orjson.loads of the same files. Prints wall-time ratios and peak memory
 (the larger of the largest process's RSS and the sampled PSS of the whole process tree) against
@@ -12,8 +13,10 @@ the uncompressed trace size. Usage: ``python benchmarks/bench_analyze.py [--skip
 
 from __future__ import annotations
 
+import compileall
 import gzip
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -23,7 +26,6 @@ from _hta_peer import WORK_DIR, measure_child, run_hta, run_parse_floor, trace_f
 from make_large_trace import DEFAULT_OUT, DEFAULT_SRC, make_large_trace  # noqa: E402
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "traces" / "real"
-OURS_WORKER = Path(__file__).resolve().parent / "_ours_worker.py"
 MB = 1024 * 1024
 
 
@@ -37,14 +39,17 @@ def _raw_bytes(trace_dir: Path) -> int:
 
 
 def run_ours(trace_dir: Path, workers: int) -> dict:
+    """The whole command, its JSON document written to a file as a pipeline would take it."""
     run_dir = WORK_DIR / "runs" / f"ours-w{workers}-{trace_dir.name}"
     run_dir.mkdir(parents=True, exist_ok=True)
-    result = run_dir / "result.json"
-    child = measure_child([sys.executable, OURS_WORKER, result, trace_dir, str(workers)],
-                          log_path=run_dir / "ours.log", timeout_s=900)
+    out = run_dir / "analyze.json"
+    child = measure_child([sys.executable, "-m", "bottleneck_oracle", "analyze", trace_dir, "--json", "--partial"],
+                          log_path=out, env={**os.environ, "ORACLE_WORKERS": str(workers)}, timeout_s=900)
     if child.returncode != 0:
-        raise RuntimeError(f"our analysis failed on {trace_dir}, see {child.log_path}")
-    return {"wall_s": child.wall_s, "peak_bytes": child.peak_bytes, **json.loads(result.read_text())}
+        raise RuntimeError(f"oracle analyze failed on {trace_dir}, see {out}")
+    report = json.loads(out.read_text())
+    return {"wall_s": child.wall_s, "peak_bytes": child.peak_bytes, "events": report["trace"]["events"],
+            "critical_paths": len(report["steps"]), "json_mb": out.stat().st_size / MB}
 
 
 def bench(name: str, trace_dir: Path, skip_hta: bool) -> dict:
@@ -54,6 +59,7 @@ def bench(name: str, trace_dir: Path, skip_hta: bool) -> dict:
     floor = run_parse_floor(trace_dir)
     row = {"name": name, "events": ours["events"], "raw_mb": raw / MB, "critical_paths": ours["critical_paths"],
            "ours_s": ours["wall_s"], "ours_1proc_s": ours1["wall_s"], "ours_peak_mb": ours["peak_bytes"] / MB,
+           "json_mb": ours["json_mb"],
            "floor_s": floor.child.wall_s, "floor_peak_mb": floor.child.peak_bytes / MB}
     if not skip_hta:
         hta = run_hta(trace_dir)
@@ -64,19 +70,21 @@ def bench(name: str, trace_dir: Path, skip_hta: bool) -> dict:
 
 def main(argv: list[str]) -> int:
     skip_hta = "--skip-hta" in argv
+    # bytecode as an installed package has it (HTA's venv got its own from pip), not compiled per run
+    compileall.compile_dir(Path(__file__).resolve().parents[1] / "bottleneck_oracle", quiet=1)
     large = make_large_trace(DEFAULT_SRC, DEFAULT_OUT)
     rows = [bench("df_index_resolver", REAL / "hta" / "df_index_resolver", skip_hta),
             bench("dlrm 8 ranks x39 steps", large, skip_hta)]
     (WORK_DIR / "bench_analyze.json").write_text(json.dumps(rows, indent=1))
     print(f"{'trace':<24}{'events':>10}{'raw MB':>8}{'paths':>7}{'ours s':>8}{'1-proc s':>9}{'floor s':>8}"
-          f"{'HTA s':>8}{'HTA/ours':>9}{'ours/floor':>11}{'ours RSS/raw':>13}{'HTA RSS/raw':>12}")
+          f"{'HTA s':>8}{'HTA/ours':>9}{'ours/floor':>11}{'ours RSS/raw':>13}{'HTA RSS/raw':>12}{'JSON MB':>9}")
     for r in rows:
         hta_s = r.get("hta_s")
         print(f"{r['name']:<24}{r['events']:>10,}{r['raw_mb']:>8.0f}{r['critical_paths']:>7}{r['ours_s']:>8.2f}"
               f"{r['ours_1proc_s']:>9.2f}{r['floor_s']:>8.2f}{(hta_s or float('nan')):>8.1f}"
               f"{(hta_s or float('nan')) / r['ours_s']:>9.1f}{r['ours_s'] / r['floor_s']:>11.2f}"
               f"{r['ours_peak_mb'] / r['raw_mb']:>13.2f}"
-              f"{r.get('hta_peak_mb', float('nan')) / r['raw_mb']:>12.2f}")
+              f"{r.get('hta_peak_mb', float('nan')) / r['raw_mb']:>12.2f}{r['json_mb']:>9.2f}")
     return 0
 
 

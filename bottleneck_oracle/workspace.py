@@ -37,12 +37,13 @@ class Ingested:
 
 
 def ingest(paths: Sequence[Path], settings: Settings, *, detail: Detail = Detail.FULL, hops: int = 1,
-           partial: bool = False, predict: bool = True, stage: Callable[[str], None] | None = None,
+           partial: bool = False, steps_from: str | None = None, predict: bool = True, stage: Callable[[str], None] | None = None,
            progress: Callable[[int, int], None] | None = None) -> Ingested:
     """Reads and analyses a trace, loads it into the graph database (starting the embedded one if
     needed) with the playbook, and stores the graph model's predictions unless ``predict`` is off.
 
     Args:
+        steps_from: a regex: the user annotations it matches are the steps (see ``dag.analysis.analyze``).
         stage: called with what starts next (``reading traces``, ``analysing``, ...).
         progress: called after each loaded batch with (done, total).
 
@@ -54,7 +55,7 @@ def ingest(paths: Sequence[Path], settings: Settings, *, detail: Detail = Detail
     say("reading traces")
     trace = read_trace(paths, workers=settings.workers, partial=partial)
     say("analysing")
-    a = analyze(trace)
+    a = analyze(trace, steps_from=steps_from)
     tid = trace_id(trace)
     name = trace_name(paths)
     with open_store(settings, start=True) as store:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 import typer
-from rich.console import Console
 
+from bottleneck_oracle.cli._render import stderr
 from bottleneck_oracle.cli.analyze import analyze_command
 from bottleneck_oracle.cli.db import db_app, ingest_command, traces_command
 from bottleneck_oracle.cli.model import gnn_eval_command, train_command
@@ -54,4 +54,4 @@ def main() -> None:
 
 
 def _print_error(message: str) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    stderr().print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)

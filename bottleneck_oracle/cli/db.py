@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from bottleneck_oracle.cli._render import bar, print_json, stderr
+from bottleneck_oracle.cli._render import bar, print_json, stderr, stdout, table
 from bottleneck_oracle.config import EMBEDDED_GRAPH_URL, Settings
 from bottleneck_oracle.errors import ConfigError
 
@@ -39,7 +37,7 @@ def db_start_command() -> None:
     with stderr().status("starting FalkorDB..."):
         info = start_server(settings.home)
     state = "started" if info.is_new else "already running"
-    Console().print(f"FalkorDB {state} at 127.0.0.1:{info.port} (pid {info.pid}); data in {info.files.data}")
+    stdout().print(f"FalkorDB {state} at 127.0.0.1:{info.port} (pid {info.pid}); data in {info.files.data}")
 
 
 @db_app.command("stop")
@@ -51,7 +49,7 @@ def db_stop_command() -> None:
     _embedded_only(settings)
     with stderr().status("saving and stopping FalkorDB..."):
         stopped = stop_server(settings.home)
-    Console().print("FalkorDB stopped; snapshot saved" if stopped else "FalkorDB was not running")
+    stdout().print("FalkorDB stopped; snapshot saved" if stopped else "FalkorDB was not running")
 
 
 @db_app.command("status")
@@ -74,9 +72,9 @@ def db_status_command(
         print_json(data)
         return
     if settings.graph_url == EMBEDDED_GRAPH_URL and info is None:
-        Console().print("FalkorDB is not running (start it with `oracle db start`)")
+        stdout().print("FalkorDB is not running (start it with `oracle db start`)")
         return
-    Console().print("  ".join(f"{k}: {v}" for k, v in data.items()))
+    stdout().print("  ".join(f"{k}: {v}" for k, v in data.items()))
 
 
 def ingest_command(
@@ -85,6 +83,9 @@ def ingest_command(
                                              "summary: steps and findings.")] = "full",
     hops: Annotated[int, typer.Option(help="Neighbourhood radius around the critical paths (--detail critical).")] = 1,
     partial: Annotated[bool, typer.Option(help="Accept a job whose files miss some ranks.")] = False,
+    steps_from: Annotated[Optional[str], typer.Option(
+        "--steps-from", metavar="REGEX", help="Make the user annotations whose name matches REGEX the steps, "
+        "as `oracle analyze --steps-from` does.")] = None,
     predict: Annotated[bool, typer.Option(help="Store the graph model's step times and op criticality too.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
 ) -> None:
@@ -95,7 +96,8 @@ def ingest_command(
     level = _detail(detail, Detail)
     with bar(stderr(), "ingest") as progress:
         task = progress.add_task("", total=None)
-        done = ingest(paths, Settings.from_env(), detail=level, hops=hops, partial=partial, predict=predict,
+        done = ingest(paths, Settings.from_env(), detail=level, hops=hops, partial=partial, steps_from=steps_from,
+                      predict=predict,
                       stage=lambda what: progress.update(task, description=what + "..."),
                       progress=lambda n, total: progress.update(task, completed=n, total=total))
     report = done.report
@@ -107,7 +109,7 @@ def ingest_command(
         return
     what = {"loaded": "loaded", "resumed": f"finished an interrupted load (from batch {report.resumed_after + 1})",
             "unchanged": "already loaded, nothing to do"}[report.outcome]
-    Console().print(f"{done.name}: {what}: trace {report.trace_id} ({report.detail.value}), "
+    stdout().print(f"{done.name}: {what}: trace {report.trace_id} ({report.detail.value}), "
                     f"{report.nodes:,} nodes and {report.relationships:,} relationships in {report.seconds:.1f} s")
 
 
@@ -133,14 +135,13 @@ def traces_command(
                      "loaded_at": t.loaded_at} for t in traces])
         return
     if not traces:
-        Console().print("No trace loaded (load one with `oracle ingest PATH`).")
+        stdout().print("No trace loaded (load one with `oracle ingest PATH`).")
         return
-    table = Table(title="Traces in the graph database", title_justify="left")
-    for col in ("trace", "name", "status", "detail", "ranks", "steps", "ops", "relationships", "loaded"):
-        table.add_column(col, justify="right" if col in ("ranks", "steps", "ops", "relationships") else "left")
+    counts = ("ranks", "steps", "ops", "relationships")
+    rows = table("Traces in the graph database", ("trace", "name", "status", "detail", *counts, "loaded"), right=counts)
     for t in traces:
         loaded = time.strftime("%Y-%m-%d %H:%M", time.localtime(t.loaded_at)) if t.loaded_at else "-"
         status = t.status if t.status == "complete" else f"[bold yellow]{t.status}[/] (ingest again to finish)"
-        table.add_row(t.trace_id, t.name, status, t.detail.value, str(t.ranks), str(t.steps), f"{t.ops:,}",
+        rows.add_row(t.trace_id, t.name, status, t.detail.value, str(t.ranks), str(t.steps), f"{t.ops:,}",
                       f"{t.relationships:,}", loaded)
-    Console().print(table)
+    stdout().print(rows)

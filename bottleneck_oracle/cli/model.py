@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
-from bottleneck_oracle.cli._render import bar, print_json, stderr
+from bottleneck_oracle.cli._render import bar, print_json, stderr, stdout
 
 __all__ = ["gnn_eval_command", "train_command"]
 
@@ -53,7 +52,7 @@ def train_command(
 
         ckpt = train(sets["train"], sets["val"], config, progress=report)
     save_checkpoint(ckpt, out)
-    Console(soft_wrap=True).print(f"{out}: trained on {len(sets['train'])} traces in {ckpt.train['seconds']} s, "
+    stdout(soft_wrap=True).print(f"{out}: trained on {len(sets['train'])} traces in {ckpt.train['seconds']} s, "
                                   f"best validation score {ckpt.train['best_val_score']:.4f} "
                                   "(step-time error plus the walk's miss of the critical path)")
 
@@ -101,7 +100,7 @@ def gnn_eval_command(
         body["weaker_than_baselines"] = notes
         print_json(body)
         return
-    console = Console()
+    console = stdout()
     console.print(to_markdown(results), highlight=False)
     for split, lines in notes.items():
         for line in lines:

@@ -4,16 +4,18 @@ from a real job or simulated. Torch and the simulator load only when their comma
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
 
-from bottleneck_oracle.cli._render import stderr
+from bottleneck_oracle.cli._render import stderr, stdout
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.truth.edits import parse_edit
 from bottleneck_oracle.truth.manifest import GroundTruth
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["capture_command", "dataset_build_command", "synth_command"]
 
@@ -54,7 +56,7 @@ def capture_command(
                          + (f", then {len(edits)} re-capture(s)..." if edits else "...")):
         results = capture_whatif(out_dir, config, edits) if edits else []
         manifest = results[0].baseline if results else capture(out_dir, config)
-    console = Console()
+    console = stdout()
     console.print(f"wrote {len(manifest.traces)} trace(s) and manifest.json to {out_dir} "
                   f"in {manifest.capture_s:.1f} s")
     _print_truth(console, manifest.ground_truth, measured=False)
@@ -91,7 +93,7 @@ def synth_command(
     edits = [parse_edit(text) for text in whatif or ()]
     with stderr().status(f"simulating {config.ranks} rank(s) for {steps} steps..."):
         manifest, results = synthesize_with_whatifs(out_dir, config, edits, workers=Settings.from_env().workers)
-    console = Console()
+    console = stdout()
     console.print(f"wrote {len(manifest.traces)} trace(s), {manifest.events:,} events, and manifest.json to {out_dir}")
     _print_truth(console, manifest.ground_truth, measured=True)
     for text, result in zip(whatif or (), results):
@@ -131,4 +133,4 @@ def dataset_build_command(
         index = build_dataset(out_dir, n, seed, workers=Settings.from_env().workers,
                               progress=lambda done, total, sid: progress.update(task, completed=done))
     counts = {split: sum(1 for e in index if e["split"] == split) for split in SPLITS}
-    Console().print(f"{len(index)} traces in {out_dir}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    stdout().print(f"{len(index)} traces in {out_dir}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))

@@ -1,14 +1,26 @@
-"""The JSON shape of an analysis (``oracle analyze --json``), shared by the CLI and later layers."""
+"""The JSON shape of an analysis (``oracle analyze --json``), shared by the CLI and later layers.
+
+By default each step carries its breakdown, its critical path's length and its top contributors;
+whole paths (``full_paths``) come as columns, one list per field, built from the path arrays
+without a Python object per segment.
+"""
 
 from __future__ import annotations
 
 from typing import TypedDict
 
+import numpy as np
+
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.critical_path import StepReport
+from bottleneck_oracle.dag.slow_steps import compare_steps
 from bottleneck_oracle.dag.types import CATEGORIES, NodeKind
 
-__all__ = ["analysis_to_dict", "file_ts_us", "AnalysisDict"]
+__all__ = ["AnalysisDict", "PathColumns", "analysis_to_dict", "file_ts_us", "TOP_CONTRIBUTORS"]
+
+TOP_CONTRIBUTORS = 10  # path segments listed per step by default, largest first
+_KINDS = np.array([k.name.lower() for k in NodeKind] + ["gap"], dtype=object)  # "gap": no node
+_CATEGORIES = np.array([c.value for c in CATEGORIES], dtype=object)
 
 
 class PathEntry(TypedDict):
@@ -21,15 +33,30 @@ class PathEntry(TypedDict):
     contrib_us: float
 
 
-class StepDict(TypedDict):
+class PathColumns(TypedDict):
+    """A whole critical path, in order: entry i of every list is segment i (a PathEntry's fields)."""
+
+    name: list[str]
+    kind: list[str]
+    category: list[str]
+    rank: list[int]
+    ts_us: list[float]
+    dur_us: np.ndarray
+    contrib_us: np.ndarray
+
+
+class StepDict(TypedDict, total=False):
     step: int
     rank: int
     wall_ms: float
+    median_ms: float | None  # of the rank's other complete steps; None below three steps or when partial
     critical_path_ms: float
+    critical_path_len: int
     slow: bool
     partial: bool
     breakdown_ms: dict[str, float]
-    critical_path: list[PathEntry]
+    top_contributors: list[PathEntry]
+    critical_path: PathColumns  # with full_paths only
 
 
 class AnalysisDict(TypedDict):
@@ -44,21 +71,33 @@ def file_ts_us(a: Analysis, rank: int, t_ns: int) -> float:
     return round((int(t_ns) + a.graph.trace.origin_ns - a.graph.trace.rank_info(rank).base_ns) / 1000, 3)
 
 
-def _path(a: Analysis, r: StepReport) -> list[PathEntry]:
+def _segments(a: Analysis, r: StepReport, which: np.ndarray) -> PathColumns:
+    """Columns of the path segments ``which`` (positions into the step's path arrays)."""
     g = a.graph
-    out: list[PathEntry] = []
-    for node, cat, rank, start, dur in zip(r.path_node.tolist(), r.path_category.tolist(), r.path_rank.tolist(),
-                                           r.path_start_ns.tolist(), r.path_dur_ns.tolist()):
-        known = node >= 0
-        out.append(PathEntry(
-            name=g.node_name(node) if known else "(no op)",
-            kind=NodeKind(g.kind[node]).name.lower() if known else "gap",
-            category=CATEGORIES[cat].value, rank=rank,
-            ts_us=file_ts_us(a, rank, g.start_ns[node] if known else start),
-            dur_us=round(int(g.dur_ns[node]) / 1000, 3) if known else round(dur / 1000, 3),
-            contrib_us=round(dur / 1000, 3),
-        ))
-    return out
+    node = r.path_node[which]
+    known = node >= 0
+    safe = np.where(known, node, 0)
+    names = np.asarray(g.trace.strings, dtype=object)[g.name[safe]]
+    names[~known] = "(no op)"
+    kind = _KINDS[np.where(known, g.kind[safe], len(_KINDS) - 1)]
+    rank = r.path_rank[which]
+    start = np.where(known, g.start_ns[safe], r.path_start_ns[which])
+    shift = {int(x): a.graph.trace.origin_ns - a.graph.trace.rank_info(int(x)).base_ns for x in np.unique(rank)}
+    # Python ints: epoch-scale ns lose digits in float64 before the division
+    ts_us = [(t + shift[k]) / 1000 for t, k in zip(start.tolist(), rank.tolist())]
+    return PathColumns(
+        name=names.tolist(), kind=kind.tolist(), category=_CATEGORIES[r.path_category[which]].tolist(),
+        rank=rank.tolist(), ts_us=ts_us,
+        dur_us=np.where(known, g.dur_ns[safe], r.path_dur_ns[which]) / 1000, contrib_us=r.path_dur_ns[which] / 1000,
+    )
+
+
+def _top(a: Analysis, r: StepReport, top: int) -> list[PathEntry]:
+    largest = np.argsort(-r.path_dur_ns, kind="stable")[:top]
+    cols = _segments(a, r, largest)
+    return [PathEntry(name=n, kind=k, category=c, rank=rk, ts_us=round(t, 3), dur_us=round(float(d), 3),
+                      contrib_us=round(float(w), 3))
+            for n, k, c, rk, t, d, w in zip(*cols.values())]
 
 
 def _trace_summary(a: Analysis) -> dict[str, object]:
@@ -70,32 +109,50 @@ def _trace_summary(a: Analysis) -> dict[str, object]:
         "rank_sources": sorted({i.rank_source for i in t.ranks}),
         "world_size": max((i.world_size or 0 for i in t.ranks), default=0) or None,
         "events": int(sum(i.events for i in t.ranks)),
+        # malformed events left out, by reason, most frequent first
+        "skipped_events": dict(sorted(t.skipped_events.items(), key=lambda kv: (-kv[1], kv[0]))),
         "nodes": len(g),
         "edges": len(g.edge_src),
         "steps_annotated": bool((g.steps.step >= 0).any()),
+        "steps_from": a.steps_from,
         "collectives": len(g.collectives),
         "collectives_matched": int(g.collectives.reliable.sum()),
         "devices": sorted({d for i in t.ranks for d in i.devices}),
     }
 
 
-def analysis_to_dict(a: Analysis, step: int | None = None, rank: int | None = None) -> AnalysisDict:
-    """The analysis as JSON-ready data, optionally for one step and/or one rank."""
+def _step(a: Analysis, r: StepReport, slow: set[tuple[int, int]], median_ns: dict[tuple[int, int], int],
+          full_paths: bool, top: int) -> StepDict:
+    median = median_ns.get((r.step, r.rank))
+    out = StepDict(
+        step=r.step, rank=r.rank, wall_ms=round(r.wall_ns / 1e6, 3),
+        median_ms=None if median is None else round(median / 1e6, 3),
+        critical_path_ms=round(int(r.path_dur_ns.sum()) / 1e6, 3), critical_path_len=len(r.path_node),
+        slow=(r.step, r.rank) in slow, partial=(r.step, r.rank) in a.partial_steps,
+        breakdown_ms={c.value: round(v / 1e6, 3) for c, v in r.breakdown_ns.items()},
+        top_contributors=_top(a, r, top),
+    )
+    if full_paths:
+        out["critical_path"] = _segments(a, r, np.arange(len(r.path_node)))
+    return out
+
+
+def analysis_to_dict(a: Analysis, step: int | None = None, rank: int | None = None, *,
+                     full_paths: bool = False, top: int = TOP_CONTRIBUTORS) -> AnalysisDict:
+    """The analysis as JSON-ready data (numpy arrays where a path is whole), optionally for one step
+    and/or one rank.
+
+    Args:
+        full_paths: also give every step's whole critical path, as ``PathColumns``.
+        top: how many of each path's largest segments ``top_contributors`` lists.
+    """
     slow = {(s.step, s.rank) for s in a.slow_steps}
+    complete = [r for r in a.steps if (r.step, r.rank) not in a.partial_steps]
+    median_ns = {(s.step, s.rank): s.median_ns for s, _ in compare_steps(complete)}
     keep = lambda s, r: (step is None or s == step) and (rank is None or r == rank)  # noqa: E731
-    steps = [
-        StepDict(
-            step=r.step, rank=r.rank, wall_ms=round(r.wall_ns / 1e6, 3),
-            critical_path_ms=round(int(r.path_dur_ns.sum()) / 1e6, 3),
-            slow=(r.step, r.rank) in slow, partial=(r.step, r.rank) in a.partial_steps,
-            breakdown_ms={c.value: round(v / 1e6, 3) for c, v in r.breakdown_ns.items()},
-            critical_path=_path(a, r),
-        )
-        for r in a.steps if keep(r.step, r.rank)
-    ]
     return AnalysisDict(
         trace=_trace_summary(a),
-        steps=steps,
+        steps=[_step(a, r, slow, median_ns, full_paths, top) for r in a.steps if keep(r.step, r.rank)],
         slow_steps=[
             {"step": s.step, "rank": s.rank, "wall_ms": round(s.wall_ns / 1e6, 3),
              "median_ms": round(s.median_ns / 1e6, 3), "excess_ms": round(s.excess_ns / 1e6, 3)}
@@ -103,7 +160,7 @@ def analysis_to_dict(a: Analysis, step: int | None = None, rank: int | None = No
         ],
         findings=[
             {"category": f.category.value, "step": f.step, "ranks": list(f.ranks), "ops": list(f.ops),
-             "impact_ms": f.impact_ms, "evidence": f.evidence}
+             "impact_ms": f.impact_ms, "severity": f.severity, "waiting": list(f.waiting), "evidence": f.evidence}
             for f in a.findings
             if (step is None or f.step in (step, None)) and (rank is None or rank in f.ranks)
         ],

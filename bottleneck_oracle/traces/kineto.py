@@ -127,7 +127,7 @@ def _exact_us_to_ns(text: bytes | None) -> int:
     return ns + (1 if extra and extra >= b"5" else 0)
 
 
-CHUNK_EVENTS = 16_384  # events decoded to Python objects at a time
+CHUNK_EVENTS = 8_192  # events decoded to Python objects at a time: a few MB of them, not the file
 
 
 class _Interner:

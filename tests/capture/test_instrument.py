@@ -111,6 +111,7 @@ def test_step_profiler_output_reads_and_links(injected: tuple[Path, StepProfiler
     assert len(trace.data_deps) > 50  # the execution trace's data dependencies, linked to ops
 
 
+@pytest.mark.slow  # times real sleeps and gaps: serial, beside no other work
 def test_step_profiler_injections_land_in_their_step(injected: tuple[Path, StepProfiler]) -> None:
     out_dir, profiler = injected
     assert profiler.applied == (

@@ -27,21 +27,41 @@ def test_analyze_json_has_the_documented_shape(dlrm_json: dict) -> None:
     steps = dlrm_json["steps"]
     assert [(s["step"], s["rank"]) for s in steps] == [(10, r) for r in range(8)]
     for s in steps:
-        assert {"step", "rank", "wall_ms", "critical_path_ms", "breakdown_ms", "critical_path"} <= set(s)
+        assert {"step", "rank", "wall_ms", "critical_path_ms", "critical_path_len", "breakdown_ms",
+                "top_contributors"} <= set(s) and "critical_path" not in s  # whole paths behind --full-paths
         assert sum(s["breakdown_ms"].values()) == pytest.approx(s["wall_ms"], abs=0.01)
-        entry = s["critical_path"][0]
-        assert {"name", "kind", "rank", "ts_us", "dur_us", "contrib_us"} <= set(entry)
+        top = s["top_contributors"]
+        assert 0 < len(top) <= min(10, s["critical_path_len"])
+        assert {"name", "kind", "rank", "ts_us", "dur_us", "contrib_us"} <= set(top[0])
+        assert [e["contrib_us"] for e in top] == sorted((e["contrib_us"] for e in top), reverse=True)
     finding = next(f for f in dlrm_json["findings"] if f["category"] == "straggler_rank")
     assert {"category", "step", "ranks", "ops", "impact_ms", "evidence"} <= set(finding)
     assert finding["ranks"] == [7] and finding["step"] == 10
 
 
-def test_analyze_json_ts_are_the_files_timestamps(dlrm_json: dict) -> None:
+def test_full_paths_are_columns_whose_largest_are_the_top_contributors(dlrm_json: dict) -> None:
+    out = run_oracle("analyze", DLRM, "--json", "--full-paths")
+    assert out.returncode == 0, out.stderr
+    for s, brief in zip(json.loads(out.stdout)["steps"], dlrm_json["steps"]):
+        path = s["critical_path"]
+        assert set(path) == {"name", "kind", "category", "rank", "ts_us", "dur_us", "contrib_us"}
+        assert all(len(column) == s["critical_path_len"] for column in path.values())
+        assert sum(path["contrib_us"]) / 1000 == pytest.approx(s["wall_ms"], abs=1e-3)
+        largest = sorted(path["contrib_us"], reverse=True)[:len(brief["top_contributors"])]
+        assert [e["contrib_us"] for e in brief["top_contributors"]] == pytest.approx(largest, abs=1e-3)
+    assert len(out.stdout) > 5 * len(json.dumps(dlrm_json))
+
+
+def test_analyze_json_ts_are_the_files_timestamps() -> None:
     doc = json.loads(gzip.decompress(next(DLRM.glob("worker0_*")).read_bytes()))
     file_ts = {e["ts"] for e in doc["traceEvents"] if e.get("ph") == "X"}
-    rank0 = next(s for s in dlrm_json["steps"] if s["rank"] == 0)
-    own = [e for e in rank0["critical_path"] if e["rank"] == 0 and e["kind"] != "gap"]
-    assert own and all(e["ts_us"] in file_ts for e in own)
+    rank0 = next(s for s in json.loads(run_oracle("analyze", DLRM, "--json", "--full-paths", "--rank", "0").stdout)
+                 ["steps"])
+    path = rank0["critical_path"]
+    own = [ts for ts, r, kind in zip(path["ts_us"], path["rank"], path["kind"]) if r == 0 and kind != "gap"]
+    assert own and all(ts in file_ts for ts in own)
+    top = [e["ts_us"] for e in rank0["top_contributors"] if e["rank"] == 0 and e["kind"] != "gap"]
+    assert top and all(ts in file_ts for ts in top)
 
 
 def test_analyze_filters_by_step_and_rank() -> None:

@@ -14,10 +14,10 @@ def test_cli_flag_set_is_frozen() -> None:
 
     group = typer.main.get_command(app)
     flags = {name: sorted(p.name for p in cmd.params) for name, cmd in group.commands.items()}  # type: ignore[attr-defined]
-    assert flags["analyze"] == ["as_json", "overlay", "partial", "paths", "rank", "step"]
+    assert flags["analyze"] == ["as_json", "full_paths", "overlay", "partial", "paths", "rank", "step", "steps_from"]
     assert flags["capture"] == ["batch_size", "d_model", "inject", "layers", "microbatches", "out_dir",
                                 "pipeline", "ranks", "seed", "seq_len", "steps", "whatif"]
-    assert flags["ingest"] == ["as_json", "detail", "hops", "partial", "paths", "predict"]
+    assert flags["ingest"] == ["as_json", "detail", "hops", "partial", "paths", "predict", "steps_from"]
     assert flags["traces"] == ["as_json"]
     assert flags["synth"] == ["dp", "hardware", "inject", "microbatches", "model", "out_dir", "pp", "ranks",
                               "seed", "steps", "tp", "whatif"]

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import numpy as np
+
 from bottleneck_oracle.dag.analysis import analyze
-from bottleneck_oracle.dag.report import analysis_to_dict, file_ts_us
+from bottleneck_oracle.dag.report import PathColumns, analysis_to_dict, file_ts_us
 from bottleneck_oracle.traces import read_trace
 from tests.conftest import REAL
 
@@ -21,3 +23,26 @@ def test_filters_keep_matching_steps_and_findings() -> None:
     assert all(7 in f["ranks"] for f in one["findings"])
     assert analysis_to_dict(a, step=99)["steps"] == []
     assert full["trace"]["world_size"] == 8 and full["trace"]["collectives_matched"] == 8
+
+
+def path_rows(columns: PathColumns) -> list[dict[str, object]]:
+    """A column-wise path as one dict a segment, in order."""
+    return [dict(zip(columns, values)) for values in zip(*columns.values())]
+
+
+def test_path_columns_hold_the_step_report_segment_by_segment() -> None:
+    a = analyze(read_trace(REAL / "param" / "dlrm_8rank_kineto"))
+    report = next(r for r in a.steps if r.rank == 7)
+    (step,) = analysis_to_dict(a, rank=7, full_paths=True)["steps"]
+    rows = path_rows(step["critical_path"])
+    assert len(rows) == len(report.path_node) == step["critical_path_len"]
+    g = a.graph
+    for row, node, dur in zip(rows, report.path_node.tolist(), report.path_dur_ns.tolist()):
+        assert row["contrib_us"] == dur / 1000
+        if node >= 0:
+            assert (row["name"], row["dur_us"]) == (g.node_name(node), int(g.dur_ns[node]) / 1000)
+            assert row["ts_us"] == file_ts_us(a, int(row["rank"]), int(g.start_ns[node]))
+        else:
+            assert (row["name"], row["kind"]) == ("(no op)", "gap")
+    largest = np.sort(report.path_dur_ns)[::-1][:3] / 1000
+    assert [e["contrib_us"] for e in step["top_contributors"][:3]] == largest.tolist()

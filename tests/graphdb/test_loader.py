@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from bottleneck_oracle.dag.report import analysis_to_dict
+from tests.dag.test_report import path_rows
 from bottleneck_oracle.errors import GraphStoreError
 from bottleneck_oracle.graphdb import (
     Detail, GraphStore, delete_trace, list_traces, load_analysis, open_store, start_server, stop_server, trace_id,
@@ -140,7 +141,7 @@ def test_server_killed_during_a_load_then_a_new_load(tmp_path: Path, analyses: d
         report = load_analysis(store, t.analysis, trace_id=t.trace_id, name=t.name, batch_size=2_000)
         assert (report.outcome, report.resumed_after) == ("resumed", 11)
         _assert_one_complete_copy(store, t.trace_id, graph_tables(t.analysis, t.trace_id))
-        path = analysis_to_dict(t.analysis, step=5, rank=1)["steps"][0]["critical_path"]
+        path = path_rows(analysis_to_dict(t.analysis, step=5, rank=1, full_paths=True)["steps"][0]["critical_path"])
         rows = store.read("critical_path", {"trace": t.trace_id, "step": 5, "rank": 1})
         assert [(r["name"], r["contrib_us"]) for r in rows] == [(e["name"], e["contrib_us"]) for e in path]
     stop_server(tmp_path)

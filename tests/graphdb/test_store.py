@@ -16,6 +16,7 @@ from bottleneck_oracle.config import Settings
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.collectives import collective_arrivals
 from bottleneck_oracle.dag.report import analysis_to_dict
+from tests.dag.test_report import path_rows
 from bottleneck_oracle.dag.types import NodeKind
 from bottleneck_oracle.errors import ConfigError, GraphStoreError, QueryError
 from bottleneck_oracle.graphdb import Capability, GraphStore, list_traces, open_store
@@ -70,11 +71,11 @@ def test_slow_steps_match_the_analysis(store: GraphStore, loaded: dict[str, Load
 def test_critical_path_matches(store: GraphStore, loaded: dict[str, LoadedTrace], name: str,
                                views: list[tuple[int, int]]) -> None:
     t = loaded[name]
-    for exp in analysis_to_dict(t.analysis)["steps"]:
+    for exp in analysis_to_dict(t.analysis, full_paths=True)["steps"]:
         if (exp["step"], exp["rank"]) not in views:
             continue
         rows = store.read("critical_path", {"trace": t.trace_id, "step": exp["step"], "rank": exp["rank"]})
-        path = exp["critical_path"]
+        path = path_rows(exp["critical_path"])
         assert [r["pos"] for r in rows] == list(range(len(path)))
         assert [(r["name"], r["kind"], r["category"], r["rank"]) for r in rows] == \
             [(e["name"], e["kind"], e["category"], e["rank"]) for e in path]
@@ -147,12 +148,14 @@ def test_findings_of_each_step_match(store: GraphStore, loaded: dict[str, Loaded
         expected = [f for f in a.findings if f.step in (step, None)
                     and any(r.rank in f.ranks and r.step == step for r in a.steps)]
         rows = store.read("step_findings", {"trace": t.trace_id, "step": step})
-        assert [(r["category"], r["step"], list(r["ranks"]), list(r["ops"])) for r in rows] == \
-            [(f.category.value, f.step, list(f.ranks), list(f.ops)) for f in expected]
+        assert [(r["category"], r["step"], list(r["ranks"]), list(r["ops"]), r["severity"]) for r in rows] == \
+            [(f.category.value, f.step, list(f.ranks), list(f.ops), f.severity) for f in expected]
         assert [r["impact_ms"] for r in rows] == pytest.approx([f.impact_ms for f in expected])
     if name == "gpt_2rank":
         categories = {r["category"] for r in store.read("step_findings", {"trace": t.trace_id, "step": 5})}
         assert "straggler_rank" in categories
+        # step 7 is not slow: what stands out there is stored as minor, not as a cause
+        assert {r["severity"] for r in store.read("step_findings", {"trace": t.trace_id, "step": 7})} <= {"minor"}
 
 
 def test_ops_by_name_match(store: GraphStore, loaded: dict[str, LoadedTrace]) -> None:
