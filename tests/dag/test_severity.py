@@ -7,7 +7,6 @@ per bottleneck category.
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -18,25 +17,16 @@ from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.finding import Finding
 from bottleneck_oracle.dag.severity import bound_findings
 from bottleneck_oracle.dag.types import Bottleneck, Category
-from bottleneck_oracle.errors import TraceFormatError
 from bottleneck_oracle.traces import read_trace
-from tests.conftest import REAL
+from tests.dag.real_cases import REAL_FOLDERS, real_case
 from tests.dag.synth_cases import synth_case
 from tests.dag.test_detection import CASES
 from tests.tracebuilder import op, step, write
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = sorted(p for p in REAL.glob("*/*") if p.is_dir()) + [ROOT / "examples" / "gpt_2rank",
+FOLDERS = REAL_FOLDERS + [ROOT / "examples" / "gpt_2rank",
                                                              ROOT / "tests" / "data" / "ddp_finalize_wait"]
 TOL_MS = 0.001  # impacts are rounded to µs
-
-
-@cache
-def _real(folder: Path) -> Analysis | None:
-    try:
-        return analyze(read_trace(folder, workers=2))
-    except TraceFormatError:  # an execution trace without its Kineto files, a sampled world
-        return None
 
 
 def _bounds(a: Analysis) -> tuple[dict[tuple[int, int], float], set[tuple[int, int]]]:
@@ -82,7 +72,7 @@ def _check(a: Analysis) -> int:
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_real_findings_never_claim_more_than_their_step_lost(folder: Path) -> None:
-    a = _real(folder)
+    a = real_case(folder)
     if a is None:
         pytest.skip("the reader refuses it")
     _check(a)
@@ -95,7 +85,7 @@ def test_synthetic_findings_never_claim_more_than_their_step_lost(inject: str, j
 
 
 def test_gpt_2rank_straggler_is_capped_and_the_normal_steps_pause_is_minor() -> None:
-    a = _real(ROOT / "examples" / "gpt_2rank")
+    a = real_case(ROOT / "examples" / "gpt_2rank")
     excess = {(s.step, s.rank): s.excess_ns / 1e6 for s in a.slow_steps}
     assert excess[(5, 1)] == pytest.approx(146.537, abs=0.01)
     cause, late = a.findings[:2]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 from bisect import bisect_right
-from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -14,21 +13,13 @@ import pytest
 from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.dag.types import Category, NodeKind
 from bottleneck_oracle.dag.whatif import Edit, replay
-from bottleneck_oracle.errors import ConfigError, TraceFormatError
+from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.traces import read_trace
 from tests.conftest import REAL
+from tests.dag.real_cases import REAL_FOLDERS, real_case
 from tests.tracebuilder import kernel, op, runtime, step, write
 
-FOLDERS = sorted(p for p in REAL.glob("*/*") if p.is_dir())
 _GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-
-
-@cache
-def _analysis(folder: Path) -> Analysis | None:
-    try:
-        return analyze(read_trace(folder, workers=2))
-    except TraceFormatError:  # an execution trace without its Kineto files, a sampled world
-        return None
 
 
 def _run_ahead_job(tmp_path: Path, ranks: int = 2, backlog: bool = False) -> Analysis:
@@ -119,9 +110,9 @@ def test_a_step_done_before_the_previous_one_gets_an_empty_window(tmp_path: Path
     assert replay(a, []).before_ns.tolist() == [300_000, 0, 100_000]
 
 
-@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("folder", REAL_FOLDERS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_real_step_walls_tile_each_rank(folder: Path) -> None:
-    a = _analysis(folder)
+    a = real_case(folder)
     if a is None or not (a.graph.steps.step >= 0).any():
         pytest.skip("the reader refuses it, or it has no ProfilerStep")
     g, st = a.graph, a.graph.steps
@@ -168,7 +159,7 @@ def _hand_walls(folder: Path) -> dict[int, float]:
 ])
 def test_run_ahead_steps_count_their_gpu_time_once(name: str, later: tuple[int, ...], lo: float, hi: float) -> None:
     folder = REAL / "hta" / name
-    walls = _walls(_analysis(folder), 0)
+    walls = _walls(real_case(folder), 0)
     hand = _hand_walls(folder)
     for s in later:
         assert lo <= walls[s] <= hi
@@ -177,7 +168,7 @@ def test_run_ahead_steps_count_their_gpu_time_once(name: str, later: tuple[int, 
 
 
 def test_negative_queue_length_first_step_leaves_out_the_unrecorded_steps_work() -> None:
-    a = _analysis(REAL / "hta" / "negative_queue_length")
+    a = real_case(REAL / "hta" / "negative_queue_length")
     g, st = a.graph, a.graph.steps
     first = int(np.argmin(st.cpu_start_ns))
     # 867 kernels of step 549, launched before the recording, keep the main stream busy until 163 ms
@@ -190,7 +181,7 @@ def test_negative_queue_length_first_step_leaves_out_the_unrecorded_steps_work()
 
 
 def test_an_open_step_still_ends_with_the_trace() -> None:
-    a = _analysis(REAL / "hta" / "triton_example")
+    a = real_case(REAL / "hta" / "triton_example")
     g, st = a.graph, a.graph.steps
     assert st.step.tolist() == [1]
     assert st.start_ns[0] == st.cpu_start_ns[0] and st.end_ns[0] == g.end_ns.max()  # 13.3 s claimed, clamped
