@@ -41,15 +41,15 @@ def analyze_command(
     from bottleneck_oracle.traces import read_trace
 
     settings = Settings.from_env()
-    err = stderr()
-    with err.status("reading traces...") if not as_json else nullcontext():
+    status = (lambda _: nullcontext()) if as_json else stderr().status  # --json: no spinner, no rich
+    with status("reading traces..."):
         trace = read_trace(paths, workers=settings.workers, partial=partial)
-    with err.status("analysing...") if not as_json else nullcontext():
+    with status("analysing..."):
         a = analyze(trace, steps_from=steps_from)
     data = analysis_to_dict(a, step=step, rank=rank, full_paths=full_paths and as_json)
     if overlay is not None:
         marked = write_overlay(a, overlay, step=step, rank=rank)
-        err.print(f"overlay: {overlay} ({marked} critical nodes marked; open it in ui.perfetto.dev)")
+        stderr().print(f"overlay: {overlay} ({marked} critical nodes marked; open it in ui.perfetto.dev)")
     if as_json:
         print_json(data)
         return
