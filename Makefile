@@ -34,6 +34,7 @@ bench: setup
 	$(PY) benchmarks/bench_analyze.py
 	$(PY) benchmarks/bench_graphdb.py
 	$(PY) benchmarks/bench_gnn.py
+	$(PY) benchmarks/bench_whatif.py
 
 clean:
 	rm -rf $(VENV) .oracle .pytest_cache

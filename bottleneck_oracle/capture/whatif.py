@@ -24,6 +24,7 @@ from bottleneck_oracle.truth.edits import (
     Edit,
     EditKind,
     edit_to_json,
+    fixed_injections,
     step_rows,
     write_whatif,
 )
@@ -32,7 +33,7 @@ __all__ = ["CAPTURE_EDITS", "WHATIF_DIR", "WHATIF_NAME", "CaptureWhatIf", "apply
 
 logger = logging.getLogger(__name__)
 
-CAPTURE_EDITS = (EditKind.REMOVE_INJECTION, EditKind.MICROBATCHES, EditKind.DATA_PARALLEL)
+CAPTURE_EDITS = (EditKind.REMOVE_INJECTION, EditKind.FIX, EditKind.MICROBATCHES, EditKind.DATA_PARALLEL)
 WHATIF_DIR = "whatif"  # edited captures go to OUT_DIR/whatif/<index>-<kind>/
 
 
@@ -55,21 +56,27 @@ def apply_capture_edit(config: CaptureConfig, edit: Edit) -> CaptureConfig:
 def _edited(config: CaptureConfig, edit: Edit) -> CaptureConfig:
     if edit.kind not in CAPTURE_EDITS:
         kinds = ", ".join(CAPTURE_EDITS)
-        raise ConfigError(f"edit {edit.kind}: a real capture cannot make {edit.target or 'it'} "
-                          f"{edit.factor:g}x faster; use one of {kinds} (or oracle synth)")
+        raise ConfigError(f"edit {edit.kind}: a real capture cannot make {edit}; use one of {kinds} "
+                          "(or oracle synth)")
     if edit.kind == EditKind.REMOVE_INJECTION:
         if not 0 <= edit.value < len(config.injections):
             raise ConfigError(f"edit {edit.kind}: no injection {edit.value}; the job has {len(config.injections)}")
         return replace(config, injections=tuple(i for k, i in enumerate(config.injections) if k != edit.value))
+    if edit.kind == EditKind.FIX:
+        return replace(config, injections=fixed_injections(config.injections, edit))
     if edit.kind == EditKind.DATA_PARALLEL:
-        if edit.value < 1:
-            raise ConfigError(f"edit {edit.kind}: the data-parallel degree must be positive, got {edit.value}")
+        if edit.global_batch_kept:
+            raise ConfigError(f"edit {edit.kind}: a capture keeps the per-rank batch; drop global_batch")
         return replace(config, ranks=config.pipeline * edit.value)
     if config.pipeline == 1:
         raise ConfigError(f"edit {edit.kind}: micro-batches need a pipeline capture (pipeline > 1)")
-    factor = int(edit.factor)
-    batch = config.batch_size if edit.keep_global_batch else config.batch_size * factor
-    return replace(config, microbatches=config.microbatches * factor, batch_size=batch)
+    if edit.global_batch_kept:
+        return replace(config, microbatches=edit.value)
+    per_microbatch, rest = divmod(config.batch_size, config.microbatches)
+    if rest:
+        raise ConfigError(f"edit {edit.kind}: a batch of {config.batch_size} does not split into "
+                          f"{config.microbatches} micro-batches")
+    return replace(config, microbatches=edit.value, batch_size=per_microbatch * edit.value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from bottleneck_oracle.cli.record import (
     dataset_build_command,
     synth_command,
 )
+from bottleneck_oracle.cli.whatif import optimize_command, whatif_command
 from bottleneck_oracle.errors import OracleError
 
 __all__ = ["app", "main"]
@@ -34,6 +35,8 @@ app.command("synth")(synth_command)
 app.add_typer(dataset_app)
 app.command("train")(train_command)
 app.command("gnn-eval")(gnn_eval_command)
+app.command("whatif")(whatif_command)
+app.command("optimize")(optimize_command)
 
 
 @app.callback()

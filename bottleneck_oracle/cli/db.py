@@ -91,7 +91,7 @@ def ingest_command(
 ) -> None:
     """Analyze a trace and load it into the graph database (starting the embedded one if needed)."""
     from bottleneck_oracle.graphdb import Detail
-    from bottleneck_oracle.workspace import ingest
+    from bottleneck_oracle.workspace.ingest import ingest
 
     level = _detail(detail, Detail)
     with bar(stderr(), "ingest") as progress:

@@ -37,7 +37,7 @@ def capture_command(
     microbatches: Annotated[Optional[int], typer.Option(
         help="Micro-batches per step with --pipeline (default 4); each gets batch-size/M sequences.")] = None,
     whatif: Annotated[Optional[list[str]], typer.Option(
-        help="Re-capture with one change, repeatable: remove_injection[=I], microbatches[=K], "
+        help="Re-capture with one change, repeatable: remove_injection[=I], 'fix CATEGORY', microbatches=K, "
              "data_parallel=D; true step times go to whatif.json.")] = None,
 ) -> None:
     """Train a small GPT with DDP (or pipeline stages) under torch.profiler and write one trace per rank."""
@@ -79,8 +79,9 @@ def synth_command(
     inject: Annotated[Optional[list[str]], typer.Option(
         help="CATEGORY@STEP[:RANK,...][=SIZE], repeatable; any category of the bottleneck vocabulary.")] = None,
     whatif: Annotated[Optional[list[str]], typer.Option(
-        help="Re-simulate with one change, repeatable: collective_faster:KIND[=K], kernel_faster:CLASS[=K], "
-             "microbatches[=K], data_parallel=D, remove_injection[=I]; true step times go to whatif.json.")] = None,
+        help="Re-simulate with one change, repeatable: 'scale op=CLASS xK' (a kernel class or collective), "
+             "'fix CATEGORY', microbatches=K, data_parallel=D, remove_injection[=I]; true step times go to "
+             "whatif.json.")] = None,
 ) -> None:
     """Generate the traces of a simulated GPU-cluster LLM training job, with ground truth."""
     from bottleneck_oracle.synth import SynthConfig

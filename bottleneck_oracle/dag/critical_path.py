@@ -15,7 +15,7 @@ for a late rank).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -25,11 +25,12 @@ from bottleneck_oracle.dag.longest_path import latest_finish, longest_path
 from bottleneck_oracle.dag.points import PointGraph
 from bottleneck_oracle.dag.types import CATEGORIES, Category
 
-__all__ = ["StepReport", "find_critical_paths", "node_slack", "check_replay"]
+__all__ = ["StepReport", "find_critical_paths", "node_slack", "check_replay", "replayed_report"]
 
 log = logging.getLogger(__name__)
 _COMM = np.int8(CATEGORIES.index(Category.COMMUNICATION))
 _IDLE = np.int8(CATEGORIES.index(Category.IDLE))
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,26 +122,38 @@ def _report(g: ExecGraph, pg: PointGraph, pred: np.ndarray, row: int) -> StepRep
     start, rank = int(steps.start_ns[row]), int(steps.rank[row])
     end_point = 2 * int(steps.last_node[row]) + 1
     cpu_start, opener = _cpu_start_point(g, row), int(steps.opened_by[row])  # opener: where earlier work completed
-    end = int(pg.t[end_point])
-    edges = _kernels.walk_back(pred, pg.src, pg.t, end_point, start)
-    seg_start = np.maximum(pg.t[pg.src[edges]], start)
-    seg_end = pg.t[pg.dst[edges]]
+    return _walked(pg, pred, pg.t, StepReport(
+        step=int(steps.step[row]), rank=rank, start_ns=start, end_ns=int(pg.t[end_point]), breakdown_ns={},
+        path_node=_NONE, path_category=_NONE, path_rank=_NONE, path_start_ns=_NONE, path_dur_ns=_NONE,
+        start_point=2 * opener + 1 if opener >= 0 else cpu_start, end_point=end_point, cpu_start_point=cpu_start,
+        cpu_end_point=2 * int(steps.node[row]) + 1 if steps.node[row] >= 0 else -1,
+    ))
+
+
+def _walked(pg: PointGraph, pred: np.ndarray, t: np.ndarray, r: StepReport) -> StepReport:
+    """``r`` with its path, breakdown, start and end taken from the timeline ``t`` and its ``pred``."""
+    start, end = int(r.start_ns), int(r.end_ns)
+    edges = _kernels.walk_back(pred, pg.src, t, r.end_point, start)
+    seg_start = np.maximum(t[pg.src[edges]], start)
+    seg_end = t[pg.dst[edges]]
     keep = seg_end > seg_start
     edges, seg_start, seg_end = edges[keep], seg_start[keep], seg_end[keep]
     seg_rank = pg.rank[edges]
     # another rank's idle time is waiting for a late rank from this rank's view; its work stays work
     cat = pg.category[edges]
-    cat = np.where((seg_rank != rank) & (cat == _IDLE), _COMM, cat)
+    cat = np.where((seg_rank != r.rank) & (cat == _IDLE), _COMM, cat)
     dur = seg_end - seg_start
     totals = np.bincount(cat, weights=dur, minlength=len(CATEGORIES)).astype(np.int64)
     node, cat, prank, pstart, pdur = _merge(pg.owner[edges], cat, seg_rank, seg_start, seg_end)
-    return StepReport(
-        step=int(steps.step[row]), rank=rank, start_ns=start, end_ns=end,
-        breakdown_ns={c: int(v) for c, v in zip(CATEGORIES, totals)},
-        path_node=node, path_category=cat, path_rank=prank, path_start_ns=pstart, path_dur_ns=pdur,
-        start_point=2 * opener + 1 if opener >= 0 else cpu_start, end_point=end_point, cpu_start_point=cpu_start,
-        cpu_end_point=2 * int(steps.node[row]) + 1 if steps.node[row] >= 0 else -1,
-    )
+    return replace(r, start_ns=start, end_ns=end, breakdown_ns={c: int(v) for c, v in zip(CATEGORIES, totals)},
+                   path_node=node, path_category=cat, path_rank=prank, path_start_ns=pstart, path_dur_ns=pdur)
+
+
+def replayed_report(pg: PointGraph, r: StepReport, t: np.ndarray, pred: np.ndarray) -> StepReport:
+    """The critical path and breakdown of step report ``r`` on a replayed timeline: point times ``t``
+    and the binding edges ``pred`` of a longest-path pass over edited weights (``dag/whatif.py``)."""
+    first, last = r.window_points(t)
+    return _walked(pg, pred, t, replace(r, start_ns=int(t[first]), end_ns=int(t[last]), end_point=last))
 
 
 def find_critical_paths(g: ExecGraph, pg: PointGraph, pred: np.ndarray) -> list[StepReport]:

@@ -14,7 +14,7 @@ from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.intervals import merged
 from bottleneck_oracle.dag.types import Bottleneck, Category, NodeKind, Role
 
-__all__ = ["category_findings", "checkpoints", "host_pauses", "slow_compute", "stragglers"]
+__all__ = ["category_findings", "checkpoints", "compute_time", "host_pauses", "slow_compute", "stragglers"]
 
 STRAGGLER_SHARE = 0.25  # of the late rank's median step: lateness that makes a straggler
 PAUSE_SHARE = 0.10  # of the step: a host pause in a slow step
@@ -183,7 +183,7 @@ def checkpoints(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
     return out
 
 
-def _compute_time(g: ExecGraph) -> tuple[np.ndarray, np.ndarray]:
+def compute_time(g: ExecGraph) -> tuple[np.ndarray, np.ndarray]:
     """Per node, its compute time: kernel/copy durations on GPU ranks, CPU op self time on CPU-only ranks."""
     lanes = g.trace.lanes
     gpu_rank = np.zeros(int(lanes.rank.max()) + 1 if len(lanes) else 0, dtype=bool)
@@ -200,7 +200,7 @@ def _compute_time(g: ExecGraph) -> tuple[np.ndarray, np.ndarray]:
 
 def slow_compute(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[Finding]:
     """Compute ops of a slow step that took longer than the same ops in the rank's other steps."""
-    compute, is_compute = _compute_time(g)
+    compute, is_compute = compute_time(g)
     rows = g.step_row
     total = np.bincount(rows[rows >= 0], weights=compute[rows >= 0], minlength=len(g.steps))
     out = []

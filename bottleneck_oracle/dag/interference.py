@@ -30,7 +30,7 @@ from bottleneck_oracle.dag.intervals import covered, merged
 from bottleneck_oracle.dag.longest_path import longest_path
 from bottleneck_oracle.dag.points import LANE
 from bottleneck_oracle.dag.types import EdgeType, NodeKind
-from bottleneck_oracle.dag.whatif import Edit, scaled_weights
+from bottleneck_oracle.dag.whatif import Edit, node_speedups, weights_with
 
 __all__ = ["Levers", "transfer_overlap", "interference_levers"]
 
@@ -66,15 +66,19 @@ def transfer_overlap(a: Analysis, t: np.ndarray, weight: np.ndarray, nodes: np.n
     return out
 
 
-def interference_levers(a: Analysis, edits: list[Edit]) -> Levers:
-    """Replays ``edits`` (as ``replay`` does) and measures every compute kernel's lever on the result."""
+def interference_levers(a: Analysis, edits: list[Edit], speedup: np.ndarray | None = None,
+                        weight: np.ndarray | None = None) -> Levers:
+    """Replays ``edits`` (as ``replay`` does) and measures every compute kernel's lever on the result.
+
+    Args:
+        speedup: float64[N] node speed-ups to use instead of ``edits`` (``node_speedups``).
+        weight: the edited point-graph weights to replay instead (``weights_with``).
+    """
     g, pg = a.graph, a.points
     kernels = np.flatnonzero(g.kind == NodeKind.KERNEL)
-    scale = np.ones(len(kernels))
-    for edit in edits:
-        hit = edit.select(a)[kernels]
-        scale[hit] = 0.0 if np.isinf(edit.speedup) else scale[hit] / edit.speedup
-    weight = scaled_weights(a, edits)
+    speedup = node_speedups(a, edits) if speedup is None else speedup
+    scale = 1.0 / speedup[kernels]
+    weight = weights_with(a, speedup) if weight is None else weight
     t, pred = longest_path(pg.index, weight)
     lever = np.zeros(len(g))
     lever[kernels] = (transfer_overlap(a, t, weight, kernels)

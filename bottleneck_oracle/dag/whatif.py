@@ -20,7 +20,10 @@ from bottleneck_oracle.dag.longest_path import longest_path
 from bottleneck_oracle.dag.points import LANE
 from bottleneck_oracle.dag.types import EdgeType, NodeKind
 
-__all__ = ["Edit", "ReplayResult", "replay", "scaled_weights"]
+__all__ = ["CUT", "Edit", "ReplayResult", "node_speedups", "own_time", "replay", "scaled_weights", "weights_with"]
+
+
+CUT = -(1 << 50)  # the weight of a dependency that no longer holds: ~13 days early, and no overflow
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,24 +80,52 @@ class ReplayResult:
     after_ns: np.ndarray  # int64
 
 
-def scaled_weights(a: Analysis, edits: list[Edit]) -> np.ndarray:
-    """int64[E]: the point graph's weights with the edited nodes' own time scaled."""
+def node_speedups(a: Analysis, edits: list[Edit]) -> np.ndarray:
+    """float64[N]: how many times faster each node's own time becomes (1: untouched, inf: removed)."""
+    speedup = np.ones(len(a.graph))
+    for edit in edits:
+        speedup[edit.select(a)] *= edit.speedup
+    return speedup
+
+
+def own_time(a: Analysis) -> np.ndarray:
+    """bool[E]: the point-graph edges that are some node's own time: its segments on its lane, a
+    collective's transfer, and the wait leaving a gloo collective's arrival point (its lag is the
+    transfer)."""
+    pg = a.points
+    from_arrival = (pg.origin == EdgeType.SYNC) & (pg.node[pg.src] < 0)
+    return ((pg.origin == LANE) | (pg.origin == EdgeType.COLLECTIVE) | from_arrival) & (pg.owner >= 0)
+
+
+def weights_with(a: Analysis, speedup: np.ndarray, edge_scale: np.ndarray | None = None,
+                 cut: np.ndarray | None = None) -> np.ndarray:
+    """int64[E]: the point graph's weights with each node's own segments ``speedup`` times shorter,
+    then every edge times ``edge_scale`` (float64[E], for edits of gaps and transfers: a fix, a
+    data-parallel degree), and the edges in ``cut`` (bool[E]) no longer binding anything."""
     pg = a.points
     weight = pg.weight.astype(np.float64)
-    owner = pg.owner
-    own_time = (pg.origin == LANE) | (pg.origin == EdgeType.COLLECTIVE)  # the node's own segments
-    for edit in edits:
-        nodes = edit.select(a)
-        hit = own_time & (owner >= 0) & nodes[np.maximum(owner, 0)]
-        weight[hit] = 0.0 if np.isinf(edit.speedup) else weight[hit] / edit.speedup
-    return np.rint(weight).astype(np.int64)
+    factor = speedup[np.maximum(pg.owner, 0)]
+    hit = own_time(a) & (factor != 1.0)
+    weight[hit] = weight[hit] / factor[hit]  # inf → 0: removed
+    if edge_scale is not None:
+        weight = np.where(pg.weight >= 0, weight * edge_scale, weight)  # -1 marks a contradicted edge: keep it
+    out = np.rint(weight).astype(np.int64)
+    if cut is not None:
+        out[cut & (pg.weight >= 0)] = CUT  # a dependency gone: it can never be the longest
+    return out
 
 
-def replay(a: Analysis, edits: list[Edit]) -> ReplayResult:
-    """Replays the job with the edits applied; returns every step's wall time before and after."""
+def scaled_weights(a: Analysis, edits: list[Edit]) -> np.ndarray:
+    """int64[E]: the point graph's weights with the edited nodes' own time scaled."""
+    return weights_with(a, node_speedups(a, edits))
+
+
+def replay(a: Analysis, edits: list[Edit], weight: np.ndarray | None = None) -> ReplayResult:
+    """Replays the job with the edits applied (or with the point-graph weights ``weight``, from
+    ``weights_with``); returns every step's wall time before and after."""
     pg = a.points
     before, _ = longest_path(pg.index, pg.weight)
-    after, _ = longest_path(pg.index, scaled_weights(a, edits))
+    after, _ = longest_path(pg.index, scaled_weights(a, edits) if weight is None else weight)
     return ReplayResult(
         step=np.array([r.step for r in a.steps], dtype=np.int32),
         rank=np.array([r.rank for r in a.steps], dtype=np.int32),

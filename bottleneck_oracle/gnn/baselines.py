@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bottleneck_oracle.gnn.data import FEATURES, NODE_TYPES, OP_CLASSES, StepGraph, node_ranks
+from bottleneck_oracle.dag.op_classes import OP_CLASSES
+from bottleneck_oracle.gnn.data import FEATURES, NODE_TYPES, StepGraph, node_ranks
 
 __all__ = ["compute_sum_ms", "aggregates", "AggregateRegressors", "duration_score", "fit_kappa"]
 

@@ -23,13 +23,14 @@ from bottleneck_oracle.capture.capture import load_manifest
 from bottleneck_oracle.capture.instrument import CHECKPOINT_ANNOTATION, LOAD_ANNOTATION
 from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.dag.interference import interference_levers
+from bottleneck_oracle.dag.op_classes import op_class_mask
 from bottleneck_oracle.dag.types import NodeKind
 from bottleneck_oracle.dag.whatif import Edit, replay
 from bottleneck_oracle.errors import ConfigError
-from bottleneck_oracle.gnn.data import StepGraph, op_class_mask, step_graphs
+from bottleneck_oracle.gnn.data import StepGraph, step_graphs
 from bottleneck_oracle.synth.dataset import load_index
 from bottleneck_oracle.traces import read_trace
-from bottleneck_oracle.truth.edits import WHATIF_NAME
+from bottleneck_oracle.truth.edits import WHATIF_NAME, EditKind, edit_from_json, edit_type
 from bottleneck_oracle.truth.manifest import MANIFEST_NAME
 
 __all__ = [
@@ -145,11 +146,14 @@ def load_sample(path: Path, sample_id: str = "", split: str = "", *, bidirection
     whatif_path = Path(path) / WHATIF_NAME
     raw = json.loads(whatif_path.read_text())["edits"] if whatif_path.is_file() else []
     for entry in raw:
-        edit = entry["edit"]
-        if edit["kind"] == "remove_injection" and "traces" in entry:  # a re-capture: truth from a real run
-            found = injection_removal(a, Path(path), int(edit["value"]))
+        edit = edit_from_json(entry["edit"])
+        label = edit_type(edit)
+        if edit.kind == EditKind.REMOVE_INJECTION and "traces" in entry:  # a re-capture: truth from a real run
+            found = injection_removal(a, Path(path), edit.value)
+        elif edit.kind == EditKind.SCALE and ":" in label:
+            found = node_edit(a, *label.split(":"), edit.factor)
         else:
-            found = node_edit(a, edit["kind"], edit["target"], float(edit["factor"]))
+            found = None
         if found is None:
             continue
         replay_edit, mask = found
@@ -161,7 +165,7 @@ def load_sample(path: Path, sample_id: str = "", split: str = "", *, bidirection
         if missing:
             raise ConfigError(f"{whatif_path}: the what-if truth lacks steps {missing}")
         whatifs.append(WhatIf(
-            label=f"{edit['kind']}:{edit['target']}" if edit["target"] else str(edit["kind"]),
+            label=label,
             speedup=replay_edit.speedup, graphs=touched, masks=[mask[graphs[i].node] for i in touched],
             true_ms=[truth[graphs[i].step] for i in touched],
             replay_ms=[replayed.step_ms[graphs[i].step] for i in touched],

@@ -11,9 +11,6 @@ and never feed back into a feature. What-if edits of these graphs are in
 
 from __future__ import annotations
 
-import functools
-import re
-import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,12 +18,12 @@ import numpy as np
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.intervals import covered, merged
-from bottleneck_oracle.dag.names import collective_type
+from bottleneck_oracle.dag.op_classes import COLLECTIVES, HASH_BUCKETS, OP_CLASSES, classify_strings
 from bottleneck_oracle.dag.types import EdgeType, NodeKind, Role
 
 __all__ = [
-    "NODE_TYPES", "OP_CLASSES", "COLLECTIVES", "FEATURES", "COLUMN", "REMOVED_LOG_SPEEDUP", "StepGraph", "step_graphs",
-    "op_class_mask", "node_ranks", "time_columns",
+    "NODE_TYPES", "FEATURES", "COLUMN", "REMOVED_LOG_SPEEDUP", "StepGraph", "step_graphs", "node_ranks",
+    "time_columns",
 ]
 
 NODE_TYPES = ("cpu_op", "annotation", "runtime", "kernel", "memcpy", "comm")
@@ -34,23 +31,6 @@ _TYPE_OF_KIND = {
     NodeKind.CPU_OP: 0, NodeKind.PYTHON: 0, NodeKind.ANNOTATION: 1, NodeKind.RUNTIME: 2,
     NodeKind.KERNEL: 3, NodeKind.MEMCPY: 4, NodeKind.MEMSET: 4, NodeKind.COMM: 5,
 }
-# Op classes by name pattern, first match wins; the what-if edits name these classes.
-OP_CLASSES: tuple[tuple[str, str], ...] = (
-    ("gemm", r"gemm|matmul|aten::(mm|addmm|bmm|linear)$|cublas"),
-    ("attention", r"flash|attention|sdpa"),
-    ("norm", r"norm"),
-    ("softmax", r"softmax"),
-    ("loss", r"nll|cross_entropy|loss"),
-    ("embedding", r"embedding|indexSelect|index_select"),
-    ("optimizer", r"foreach|adam|optimizer|multi_tensor"),
-    ("dataloader", r"(?i)dataloader|load_batch"),
-    ("checkpoint", r"(?i)checkpoint|torch\.save|serialization"),
-    ("memory", r"(?i)memcpy|memset|aten::(copy_|to|contiguous)$"),
-    ("elementwise", r"elementwise|aten::(add|mul|sub|div|silu|gelu|fill)|add_|mul_"),
-    ("backward", r"(?i)backward"),
-)
-COLLECTIVES = ("allreduce", "allgather", "reducescatter", "sendrecv", "send", "recv", "broadcast", "alltoall")
-_HASH_BUCKETS = 16
 _SCALARS = (
     "log_dur_us", "dur_ms", "log_start_us", "start_ms", "log_end_us", "end_ms", "edited", "edit_log_speedup",
     "removed", "rank_frac", "log2_world", "log_bytes", "log_elems", "log_group", "gpu_lane", "lane_slot",
@@ -60,7 +40,7 @@ _SCALARS = (
 )
 FEATURES: tuple[str, ...] = (
     _SCALARS + tuple(f"class_{c}" for c, _ in OP_CLASSES) + tuple(f"coll_{c}" for c in COLLECTIVES)
-    + tuple(f"role_{r.name.lower()}" for r in Role) + tuple(f"hash_{i}" for i in range(_HASH_BUCKETS))
+    + tuple(f"role_{r.name.lower()}" for r in Role) + tuple(f"hash_{i}" for i in range(HASH_BUCKETS))
 )
 COLUMN = {name: i for i, name in enumerate(FEATURES)}  # feature name -> its column in x
 _MS = 100.0  # linear time features in units of 100 ms
@@ -99,30 +79,6 @@ class StepGraph:
 
     def __len__(self) -> int:
         return len(self.node)
-
-
-@functools.lru_cache(maxsize=8)  # step_graphs and every op-class edit of one trace classify the same strings
-def _classes(strings: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per interned string: op class (-1 none), collective (-1 none), hash bucket."""
-    patterns = [re.compile(p) for _, p in OP_CLASSES]
-    op = np.full(len(strings), -1, dtype=np.int16)
-    coll = np.full(len(strings), -1, dtype=np.int16)
-    bucket = np.zeros(len(strings), dtype=np.int16)
-    for i, s in enumerate(strings):
-        op[i] = next((c for c, p in enumerate(patterns) if p.search(s)), -1)
-        kind = collective_type(s)
-        coll[i] = COLLECTIVES.index(kind) if kind in COLLECTIVES else -1
-        bucket[i] = zlib.crc32(s.encode()) % _HASH_BUCKETS
-    return op, coll, bucket
-
-
-def op_class_mask(g: ExecGraph, op_class: str) -> np.ndarray:
-    """bool[N]: nodes whose name falls in ``op_class`` of OP_CLASSES (how what-if edits pick kernels)."""
-    op, _, _ = _classes(g.trace.strings)
-    names = [c for c, _ in OP_CLASSES]
-    if op_class not in names:
-        raise ValueError(f"unknown op class {op_class!r}; known: {', '.join(names)}")
-    return op[g.name] == names.index(op_class)
 
 
 def _node_types(g: ExecGraph) -> np.ndarray:
@@ -293,7 +249,7 @@ def step_graphs(a: Analysis, *, bidirectional: bool = True, max_nodes: int = 200
     """
     g = a.graph
     ntype = _node_types(g)
-    op, coll, bucket = _classes(g.trace.strings)
+    op, coll, bucket = classify_strings(g.trace.strings)
     cache = {"op": op, "coll": coll, "bucket": bucket, "lane_slot": _lane_slots(g)}
     complete = {r.step for r in a.steps if r.step >= 0} - {s for s, _ in a.partial_steps}
     step_of = g.step

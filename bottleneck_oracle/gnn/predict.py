@@ -17,7 +17,7 @@ import torch
 
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.interference import interference_levers
-from bottleneck_oracle.dag.whatif import Edit
+from bottleneck_oracle.dag.whatif import Edit, node_speedups
 from bottleneck_oracle.gnn.data import StepGraph, step_graphs
 from bottleneck_oracle.gnn.edits import edit_features
 from bottleneck_oracle.gnn.hetero import model_inputs
@@ -97,18 +97,28 @@ class Predictor:
         return StepPrediction(sg.step, math.exp(float(out.log_step_ms)), sg.node, on_path, share, latency,
                               float(interference_ms(out, data, lever_ms)))
 
-    def predict(self, a: Analysis, edits: Sequence[Edit] = (), steps: tuple[int, ...] = ()) -> list[StepPrediction]:
+    def predict(self, a: Analysis, edits: Sequence[Edit] = (), steps: tuple[int, ...] = (), *,
+                speedup: np.ndarray | None = None, weight: np.ndarray | None = None) -> list[StepPrediction]:
         """Every complete step of ``a`` (or only ``steps``), with ``edits`` applied to the features and
-        replayed, so that both the model's own answer and its corrected replay are there."""
+        replayed, so that both the model's own answer and its corrected replay are there.
+
+        Args:
+            speedup: float64[N] node speed-ups instead of ``edits`` (``dag.whatif.node_speedups``).
+            weight: the edited point-graph weights to replay (``dag.whatif.weights_with``), for edits
+                of more than nodes (a fix of a gap, a data-parallel degree); the model sees ``speedup``.
+        """
         graphs = step_graphs(a, bidirectional=self.model.config.bidirectional)
-        masks = [(e.select(a), e.speedup) for e in edits]
-        replayed = interference_levers(a, list(edits))
+        speedup = node_speedups(a, list(edits)) if speedup is None else speedup
+        edited = bool(edits) or speedup is not None and bool((speedup != 1.0).any()) or weight is not None
+        groups = [(speedup == value, float(value)) for value in np.unique(speedup[speedup != 1.0])]
+        replayed = interference_levers(a, list(edits), speedup, weight)
         out = []
         for sg in graphs:
             if steps and sg.step not in steps:
                 continue
-            for mask, speedup in masks:
-                sg = edit_features(sg, mask[sg.node], speedup)
-            levers = replayed.lever_ns[sg.node] / 1e6 if edits else None
+            for mask, value in groups:
+                if mask[sg.node].any():
+                    sg = edit_features(sg, mask[sg.node], value)
+            levers = replayed.lever_ns[sg.node] / 1e6 if edited else None
             out.append(replace(self.predict_graph(sg, levers), replay_ms=replayed.step_ms.get(sg.step, float("nan"))))
         return out

@@ -23,10 +23,11 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from bottleneck_oracle.dag.op_classes import OP_CLASSES
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.gnn.baselines import aggregates, fit_kappa
 from bottleneck_oracle.gnn.corpus import Sample
-from bottleneck_oracle.gnn.data import FEATURES, NODE_TYPES, OP_CLASSES, StepGraph
+from bottleneck_oracle.gnn.data import FEATURES, NODE_TYPES, StepGraph
 from bottleneck_oracle.gnn.edits import edit_features
 from bottleneck_oracle.gnn.hetero import model_inputs
 from bottleneck_oracle.gnn.model import HeteroGAT, ModelConfig, Output, interference_ms

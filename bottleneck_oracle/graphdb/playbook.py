@@ -43,6 +43,8 @@ class PlaybookEntry:
         signal (str): what in a trace identifies the problem.
         remedy (str): what to change.
         effect (str): what to expect.
+        edit (str): the what-if edit that predicts its gain (``truth/edits.py``; ``{2m}``: twice the
+            trace's micro-batches), or empty; not part of the embedded text or the version.
     """
 
     key: str
@@ -51,6 +53,7 @@ class PlaybookEntry:
     signal: str
     remedy: str
     effect: str
+    edit: str = ""
 
     @property
     def text(self) -> str:
@@ -65,7 +68,10 @@ def _entry(raw: Any, path: Path, i: int) -> PlaybookEntry:
         category = Bottleneck(raw["category"])
     except ValueError as e:
         raise ConfigError(f"{path}: entry {raw['id']!r} has unknown category {raw['category']!r}") from e
-    return PlaybookEntry(raw["id"], category, *(" ".join(raw[f].split()) for f in _FIELDS[2:]))
+    edit = raw.get("edit", "")
+    if not isinstance(edit, str):
+        raise ConfigError(f"{path}: entry {raw['id']!r} has an edit that is not text")
+    return PlaybookEntry(raw["id"], category, *(" ".join(raw[f].split()) for f in _FIELDS[2:]), edit=edit.strip())
 
 
 def read_playbook(path: Path = PLAYBOOK_PATH) -> tuple[PlaybookEntry, ...]:

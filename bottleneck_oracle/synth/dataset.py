@@ -111,11 +111,9 @@ def plan_dataset(n: int, seed: int = 0) -> list[Sample]:
 
 
 def _edits(config: SynthConfig) -> list[Edit]:
-    edits = [Edit.kernel_faster("gemm", 2.0), Edit.kernel_faster("attention", 2.0)]
-    if config.dp > 1:
-        edits.append(Edit.collective_faster("allreduce", 2.0))
-    if config.tp > 1 and config.dp == 1:
-        edits.append(Edit.collective_faster("allreduce", 2.0))
+    edits = [Edit.scale(2.0, op="gemm"), Edit.scale(2.0, op="attention")]
+    if config.dp > 1 or config.tp > 1:
+        edits.append(Edit.scale(2.0, op="allreduce"))
     if config.injections:
         edits.append(Edit.remove_injection(0))
     return edits

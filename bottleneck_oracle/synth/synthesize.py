@@ -16,6 +16,7 @@ from typing import Any
 
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.synth.config import SynthConfig
+from bottleneck_oracle.synth.job import Tuning
 from bottleneck_oracle.synth.kineto_writer import rank_data, render_rank
 from bottleneck_oracle.synth.schedule import SimResult, Timeline, run, simulate
 from bottleneck_oracle.truth.manifest import (
@@ -101,7 +102,8 @@ def _render_all(timeline: Timeline, ranks: int, workers: int) -> list[tuple[byte
         return list(pool.map(render_rank, items, chunksize=max(1, ranks // (4 * workers))))
 
 
-def synthesize(out_dir: Path, config: SynthConfig, *, workers: int | None = None) -> SynthManifest:
+def synthesize(out_dir: Path, config: SynthConfig, *, workers: int | None = None,
+               tuning: Tuning | None = None) -> SynthManifest:
     """Simulates ``config``'s job and writes ``rank{r}.pt.trace.json.gz`` per rank and ``manifest.json``.
 
     Same config, same bytes: files carry no wall-clock time and the gzip header no date.
@@ -117,6 +119,8 @@ def synthesize(out_dir: Path, config: SynthConfig, *, workers: int | None = None
         out_dir: folder for the traces and the manifest; created if missing.
         config: the job.
         workers: processes that render rank files in parallel (default: the CPU count).
+        tuning: speed-ups to simulate the job with (a what-if's re-run, ``synth/whatif.py``); the
+            manifest's ground truth stays that of the job as configured.
 
     Returns:
         The manifest that was written.
@@ -130,7 +134,7 @@ def synthesize(out_dir: Path, config: SynthConfig, *, workers: int | None = None
     for stale in sorted(out_dir.glob(TRACE_PATTERN.format(rank="*"))):
         if stale.name not in ours:
             raise ConfigError(f"{stale}: a trace of another job; remove it or use an empty folder")
-    result, timeline = run(config)
+    result, timeline = run(config, tuning)
     blobs = _render_all(timeline, config.ranks, workers or os.cpu_count() or 1)
     for rank, (blob, _) in enumerate(blobs):
         (out_dir / TRACE_PATTERN.format(rank=rank)).write_bytes(blob)

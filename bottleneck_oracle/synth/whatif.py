@@ -20,14 +20,18 @@ from bottleneck_oracle.synth.job import Tuning
 from bottleneck_oracle.synth.schedule import SimResult, run
 from bottleneck_oracle.synth.synthesize import SynthManifest, synthesize
 from bottleneck_oracle.truth.edits import (
+    COLLECTIVES,
     Edit,
     EditKind,
+    Selector,
     edit_to_json,
+    fixed_injections,
     step_rows,
     write_whatif,
 )
+from bottleneck_oracle.vocabulary import KernelClass
 
-__all__ = ["WhatIfResult", "apply_edit", "synthesize_with_whatifs", "whatif", "whatif_to_json"]
+__all__ = ["WhatIfResult", "apply_edit", "apply_edits", "synthesize_with_whatifs", "whatif", "whatif_to_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,28 +71,61 @@ def _by_step_rank(result: SimResult) -> dict[tuple[int, int], float]:
 def apply_edit(config: SynthConfig, edit: Edit) -> tuple[SynthConfig, Tuning]:
     """The edited job and the speed-ups to simulate it with.
 
+    The simulator changes the job itself, so it takes the edits a job can be given: an op class
+    (a kernel class or a collective kind) made faster, a fault fixed or an injection removed,
+    another data-parallel degree or micro-batch count.
+
     Raises:
-        ConfigError: the edit does not fit the job (an injection index out of range, a
-            micro-batch that does not split, a data-parallel degree giving too many ranks).
+        ConfigError: an edit the simulator cannot make (a selector other than one op class, a
+            removal, an overlap) or one that does not fit the job (no injection of that category or
+            index, a batch that does not split, too many ranks).
     """
-    if edit.kind == EditKind.COLLECTIVE_FASTER:
-        return config, Tuning(collective_speedup=((edit.target, edit.factor),))
-    if edit.kind == EditKind.KERNEL_FASTER:
-        return config, Tuning(kernel_speedup=((edit.target, edit.factor),))
+    if edit.kind == EditKind.SCALE:
+        op = edit.select.op
+        if edit.select != Selector(op=op) or op not in tuple(KernelClass) + COLLECTIVES:
+            raise ConfigError(f"edit {edit}: the simulator scales one kernel class ({', '.join(KernelClass)}) "
+                              f"or collective kind ({', '.join(COLLECTIVES)}), selected by op= alone")
+        if op in COLLECTIVES:
+            return config, Tuning(collective_speedup=((op, edit.factor),))
+        return config, Tuning(kernel_speedup=((op, edit.factor),))
     if edit.kind == EditKind.DATA_PARALLEL:
+        if edit.global_batch_kept:
+            raise ConfigError(f"edit {edit}: the simulator keeps the per-rank batch; drop global_batch")
         return config.with_changes(dp=edit.value), Tuning()
     if edit.kind == EditKind.REMOVE_INJECTION:
         if not 0 <= edit.value < len(config.injections):
-            raise ConfigError(f"edit {edit.kind}: no injection {edit.value}; the job has {len(config.injections)}")
+            raise ConfigError(f"edit {edit}: no injection {edit.value}; the job has {len(config.injections)}")
         kept = tuple(i for k, i in enumerate(config.injections) if k != edit.value)
         return config.with_changes(injections=kept), Tuning()
-    factor = int(edit.factor)
-    batch = config.batch
-    if edit.keep_global_batch and batch % factor:
-        raise ConfigError(f"edit {edit.kind}: a micro-batch of {batch} samples does not split by {factor}; "
-                          "pass keep_global_batch=False")
-    return config.with_changes(microbatches=config.microbatches * factor,
-                               micro_batch=batch // factor if edit.keep_global_batch else batch), Tuning()
+    if edit.kind == EditKind.FIX:
+        return config.with_changes(injections=fixed_injections(config.injections, edit)), Tuning()
+    if edit.kind == EditKind.MICROBATCHES:
+        samples = config.batch * config.microbatches
+        if edit.global_batch_kept and samples % edit.value:
+            raise ConfigError(f"edit {edit}: a global batch of {samples} samples does not split into "
+                              f"{edit.value} micro-batches; add same_microbatch")
+        return config.with_changes(microbatches=edit.value,
+                                   micro_batch=samples // edit.value if edit.global_batch_kept else config.batch), \
+            Tuning()
+    raise ConfigError(f"edit {edit}: the simulator cannot make it (it changes the job, not the recorded graph)")
+
+
+def apply_edits(config: SynthConfig, edits: Sequence[Edit]) -> tuple[SynthConfig, Tuning]:
+    """``apply_edit`` of each edit in turn: the job with all of them, and their speed-ups together
+    (two speed-ups of one kind multiply).
+
+    Raises:
+        ConfigError: an edit the simulator cannot make, or one that does not fit the job.
+    """
+    collective: dict[str, float] = {}
+    kernel: dict[str, float] = {}
+    for edit in edits:
+        config, tuning = apply_edit(config, edit)
+        for kind, factor in tuning.collective_speedup:
+            collective[kind] = collective.get(kind, 1.0) * factor
+        for kind, factor in tuning.kernel_speedup:
+            kernel[kind] = kernel.get(kind, 1.0) * factor
+    return config, Tuning(tuple(collective.items()), tuple(kernel.items()))
 
 
 def whatif(config: SynthConfig, edit: Edit) -> WhatIfResult:
@@ -96,7 +133,7 @@ def whatif(config: SynthConfig, edit: Edit) -> WhatIfResult:
 
     Example:
         ```python
-        result = whatif(config, Edit.collective_faster("allreduce", 2.0))
+        result = whatif(config, Edit.scale(2.0, op="allreduce"))
         result.speedup()
         ```
 

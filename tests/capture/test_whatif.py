@@ -33,20 +33,25 @@ def test_data_parallel_sets_ranks_to_stages_times_replicas() -> None:
     assert apply_capture_edit(STALLED, Edit.data_parallel(3)).ranks == 3
 
 
-def test_more_microbatches_keeps_or_grows_the_batch() -> None:
-    same = apply_capture_edit(PIPELINE, Edit.more_microbatches(2))
+def test_microbatches_keep_the_batch_or_each_microbatch() -> None:
+    same = apply_capture_edit(PIPELINE, Edit.microbatches(4))
     assert (same.microbatches, same.batch_size) == (4, 8)
-    grown = apply_capture_edit(PIPELINE, Edit.more_microbatches(2, keep_global_batch=False))
+    grown = apply_capture_edit(PIPELINE, Edit.microbatches(4, keep_global_batch=False))
     assert (grown.microbatches, grown.batch_size) == (4, 16)
 
 
+def test_fix_drops_the_injections_of_its_category() -> None:
+    assert apply_capture_edit(STALLED, Edit.fix("straggler_rank")).injections == STALLED.injections[:1]
+
+
 @pytest.mark.parametrize("config,edit,message", [
-    (STALLED, Edit.collective_faster("allreduce", 2.0), "a real capture cannot make allreduce 2x faster"),
-    (STALLED, Edit.kernel_faster("gemm", 2.0), "cannot make gemm 2x faster"),
+    (STALLED, Edit.scale(2.0, op="allreduce"), "a real capture cannot make scale op=allreduce x2"),
+    (STALLED, Edit.scale(2.0, op="gemm"), "cannot make scale op=gemm x2"),
+    (STALLED, Edit.fix("checkpoint_stall"), "no checkpoint_stall injection to fix"),
     (STALLED, Edit.remove_injection(2), "no injection 2; the job has 2"),
-    (STALLED, Edit.more_microbatches(2), "micro-batches need a pipeline capture"),
+    (STALLED, Edit.microbatches(4), "micro-batches need a pipeline capture"),
     (STALLED, Edit.data_parallel(1), "the edited job is invalid: injection straggler_rank@4:1=150ms: rank 1"),
-    (PIPELINE, Edit.more_microbatches(8), "the edited job is invalid: .*microbatches \\(16\\) must divide"),
+    (PIPELINE, Edit.microbatches(16), "the edited job is invalid: .*microbatches \\(16\\) must divide"),
 ])
 def test_edits_a_capture_cannot_make_are_refused(config: CaptureConfig, edit: Edit, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -55,7 +60,7 @@ def test_edits_a_capture_cannot_make_are_refused(config: CaptureConfig, edit: Ed
 
 def test_a_bad_edit_is_refused_before_anything_is_captured(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
-        capture_whatif(tmp_path / "out", STALLED, [Edit.remove_injection(0), Edit.kernel_faster("gemm")])
+        capture_whatif(tmp_path / "out", STALLED, [Edit.remove_injection(0), Edit.scale(2.0, op="gemm")])
     assert not (tmp_path / "out").exists()
 
 

@@ -12,15 +12,14 @@ import gzip
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from bottleneck_oracle.capture.capture import capture
 from bottleneck_oracle.capture.config import CaptureConfig, parse_injection
 from bottleneck_oracle.dag.analysis import Analysis, analyze
-from bottleneck_oracle.dag.slow_steps import NOISE_FLOOR, SLOW_MADS, SLOW_RATIO
 from bottleneck_oracle.dag.types import Bottleneck, Category
 from bottleneck_oracle.traces import read_trace
+from tests.captured_noise import injected
 
 pytestmark = pytest.mark.slow
 
@@ -33,29 +32,8 @@ def _capture(tmp: Path, *injections: str) -> Analysis:
     return analyze(read_trace(tmp, workers=2))
 
 
-def _visible(a: Analysis, step: int, injected_ms: float) -> bool:
-    """Whether a fault of ``injected_ms`` at ``step`` stands clear of this run's own noise, by the
-    slow-step rule: above six robust deviations of every rank's other steps even if its own step
-    ran two deviations fast."""
-    for rank in {r.rank for r in a.steps}:
-        others = np.array([r.wall_ns for r in a.steps if r.rank == rank and r.step != step], dtype=float)
-        med = float(np.median(others))
-        sigma = max(float(np.median(np.abs(others - med))) * 1.4826, NOISE_FLOOR * med)
-        if injected_ms * 1e6 - 2 * sigma < max(SLOW_MADS * sigma, (SLOW_RATIO - 1) * med):
-            return False
-    return True
-
-
-def _injected(tmp: Path, text: str, attempts: int = 3) -> Analysis:
-    """A capture with one fault, taken again (up to ``attempts`` times) while the machine's own noise,
-    measured on the run's other steps, would hide it: a shared machine slows for seconds at a time."""
-    injection = parse_injection(text)
-    for attempt in range(attempts):
-        a = _capture(tmp / str(attempt), text)
-        if _visible(a, injection.step, injection.size or 0.0):
-            return a
-    walls = sorted(round(r.wall_ns / 1e6) for r in a.steps)
-    pytest.skip(f"{attempts} captures too noisy to show a {text} (step walls {walls} ms)")
+def _injected(tmp: Path, text: str) -> Analysis:
+    return injected(tmp, text, lambda folder, t: _capture(folder, t))
 
 
 @pytest.fixture(scope="module")

@@ -41,7 +41,7 @@ def test_no_edit_moves_no_lever_and_replays_the_observed_steps() -> None:
 
 def test_levers_at_the_generators_interference_recover_what_replay_misses() -> None:
     a, manifest = synth_case("gpt2-small", dp=2)
-    truth = whatif(manifest.config, SynthEdit.collective_faster("allreduce", 2.0)).edited.job_step_ms()
+    truth = whatif(manifest.config, SynthEdit.scale(2.0, op="allreduce")).edited.job_step_ms()
     levers = interference_levers(a, [Edit(2.0, kinds=(NodeKind.COMM,), collective="allreduce")])
     # a shorter all-reduce overlaps less backward work: replay keeps that work's slowdown
     kernel_on_path = levers.lever_ns != 0

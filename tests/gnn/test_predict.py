@@ -70,7 +70,7 @@ def test_a_faster_allreduce_gives_back_the_interference_replay_keeps() -> None:
     from bottleneck_oracle.truth.edits import Edit as SynthEdit
 
     a, manifest = synth_case("gpt2-small", dp=2)  # its all-reduces overlap backward kernels
-    truth = whatif(manifest.config, SynthEdit.collective_faster("allreduce", 2.0)).edited.job_step_ms()
+    truth = whatif(manifest.config, SynthEdit.scale(2.0, op="allreduce")).edited.job_step_ms()
     (p,) = Predictor().predict(a, [Edit(2.0, kinds=(NodeKind.COMM,), collective="allreduce")], steps=(2,))
     assert p.interference_ms < 0 and p.corrected_ms == pytest.approx(p.replay_ms + p.interference_ms)
     assert abs(p.corrected_ms / truth[2] - 1) < abs(p.replay_ms / truth[2] - 1)

@@ -1,4 +1,4 @@
-"""Tests for truth/edits.py: the edit language, its records, its strings and its JSON."""
+"""Tests for truth/edits.py: the edit language, its strings, its JSON and the whatif.json it names."""
 
 from __future__ import annotations
 
@@ -12,48 +12,104 @@ from bottleneck_oracle.truth.edits import (
     WHATIF_NAME,
     Edit,
     EditKind,
+    Selector,
+    edit_from_json,
     edit_to_json,
+    edit_type,
+    fixed_injections,
+    format_edit,
     parse_edit,
     step_rows,
     write_whatif,
 )
-
-
-def test_edit_records_validate_themselves() -> None:
-    with pytest.raises(ConfigError, match="unknown collective 'broadcast'"):
-        Edit.collective_faster("broadcast")
-    with pytest.raises(ConfigError, match="unknown kernel class 'conv'"):
-        Edit.kernel_faster("conv")
-    with pytest.raises(ConfigError, match="integer >= 2"):
-        Edit(EditKind.MICROBATCHES, factor=1.5)
-    assert Edit("collective_faster", target="allreduce").kind == EditKind.COLLECTIVE_FASTER
+from bottleneck_oracle.truth.injection import Injection
 
 
 @pytest.mark.parametrize("text,edit", [
-    ("collective_faster:allreduce=3", Edit.collective_faster("allreduce", 3.0)),
-    ("kernel_faster:gemm", Edit.kernel_faster("gemm", 2.0)),
-    ("kernel_faster:attention=1.5x", Edit.kernel_faster("attention", 1.5)),
-    ("microbatches=4", Edit.more_microbatches(4)),
+    ("scale op=allreduce x2", Edit.scale(2.0, op="allreduce")),
+    ("scale allreduce x2", Edit.scale(2.0, op="allreduce")),
+    ("scale kind=kernel name=^sm90_.*gemm rank=0,1 stream=7 step=3 x1.5",
+     Edit(EditKind.SCALE, Selector(kind="kernel", name="^sm90_.*gemm", ranks=(0, 1), streams=(7,), steps=(3,)), 1.5)),
+    ("scale op=dataload x4", Edit.scale(4.0, op="dataloader")),
+    ("remove name=^aten::copy_$ step=2", Edit(EditKind.REMOVE, Selector(name="^aten::copy_$", steps=(2,)))),
+    ("set op=optimizer 5", Edit(EditKind.SET, Selector(op="optimizer"), ms=5.0)),
+    ("set op=optimizer 2.5ms", Edit(EditKind.SET, Selector(op="optimizer"), ms=2.5)),
+    ("fix straggler_rank", Edit.fix("straggler_rank")),
+    ("fix host_pause step=5", Edit.fix("host_pause", 5)),
+    ("overlap", Edit(EditKind.OVERLAP)),
+    ("overlap comm with compute", Edit(EditKind.OVERLAP)),
     ("data_parallel=8", Edit.data_parallel(8)),
+    ("data_parallel=8 global_batch", Edit.data_parallel(8, keep_global_batch=True)),
+    ("microbatches=8", Edit.microbatches(8)),
+    ("microbatches=8 same_microbatch", Edit.microbatches(8, keep_global_batch=False)),
     ("remove_injection", Edit.remove_injection(0)),
-    (" remove_injection=2 ", Edit.remove_injection(2)),
+    ("  remove_injection=2 ", Edit.remove_injection(2)),
+    # the older forms still read
+    ("collective_faster:allreduce=3", Edit.scale(3.0, op="allreduce")),
+    ("kernel_faster:gemm", Edit.scale(2.0, op="gemm")),
+    ("kernel_faster:attention=1.5x", Edit.scale(1.5, op="attention")),
 ])
-def test_parse_edit(text: str, edit: Edit) -> None:
-    assert parse_edit(text) == edit
-    assert edit_to_json(parse_edit(text))["kind"] == str(edit.kind)
+def test_parse_edit_and_read_it_back(text: str, edit: Edit) -> None:
+    parsed = parse_edit(text)
+    assert parsed == edit
+    assert parse_edit(format_edit(parsed)) == parsed  # the string form reads back
+    again = edit_from_json(json.loads(json.dumps(edit_to_json(parsed))))
+    assert format_edit(again) == format_edit(parsed) and again.global_batch_kept == parsed.global_batch_kept
 
 
 @pytest.mark.parametrize("text,message", [
-    ("faster=2", "unknown kind 'faster'"),
+    ("faster x2", "unknown kind 'faster'"),
+    ("", "empty"),
+    ("scale x2", "give a selector"),
+    ("scale op=allreduce", "end with the speed-up"),
+    ("scale op=allreduce x0", "must be positive"),
+    ("scale op=allreduce x-2", "must be positive"),
+    ("scale op=allreduce xabc", "'abc' is not a number"),
+    ("scale op=alltoallv x2", "unknown op class"),
+    ("scale colour=red x2", "unknown selector key 'colour'"),
+    ("scale kind=tensor x2", "unknown node kind"),
+    ("scale name=( x2", "not a regular expression"),
+    ("scale rank=one x2", "'one' is not a whole number"),
+    ("set op=optimizer", "end with the time in ms"),
+    ("fix", "give a category"),
+    ("fix slowness", "unknown category 'slowness'"),
+    ("fix none", "'none' is not a bottleneck"),
+    ("fix host_pause op=gemm", "fix takes only step= and rank="),
+    ("overlap everything", "expected 'overlap'"),
+    ("data_parallel", "give the number"),
+    ("data_parallel=2.5", "'2.5' is not a whole number"),
+    ("data_parallel=0", "whole number >= 1"),
+    ("microbatches=4 bigger", "unexpected 'bigger'"),
     ("collective_faster:alltoallv=2", "unknown collective 'alltoallv'"),
-    ("data_parallel", "give the new degree"),
-    ("data_parallel=2.5", "whole number"),
-    ("microbatches=1", "integer >= 2"),
-    ("kernel_faster:gemm=-2", "expected KIND[:TARGET][=NUMBER]"),
+    ("kernel_faster:conv", "unknown kernel class 'conv'"),
 ])
-def test_parse_edit_rejects(text: str, message: str) -> None:
-    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+def test_parse_edit_rejects_with_one_line_naming_the_edit(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("[", r"\[")) as e:
         parse_edit(text)
+    assert "\n" not in str(e.value) and str(e.value).startswith("edit ")
+
+
+def test_older_json_reads_as_the_same_edit() -> None:
+    assert edit_from_json({"kind": "kernel_faster", "target": "gemm", "factor": 2.0}) == Edit.scale(2.0, op="gemm")
+    assert edit_from_json({"kind": "remove_injection", "target": "", "factor": 2.0, "value": 1}).value == 1
+    with pytest.raises(ConfigError, match="unknown kind 'faster'"):
+        edit_from_json({"kind": "faster"})
+
+
+def test_edit_type_names_what_the_model_recorded_scores_for() -> None:
+    assert edit_type(parse_edit("scale op=gemm x2")) == "kernel_faster:gemm"
+    assert edit_type(parse_edit("scale op=allreduce x3")) == "collective_faster:allreduce"
+    assert edit_type(parse_edit("scale op=gemm rank=1 x2")) == "scale"  # not what the model was scored on
+    assert edit_type(parse_edit("fix host_pause")) == "fix:host_pause"
+    assert edit_type(parse_edit("microbatches=8")) == "microbatches"
+
+
+def test_fix_removes_the_injections_of_its_category_and_steps() -> None:
+    pause, stall = Injection("host_pause", 3), Injection("dataloader_stall", 5)
+    assert fixed_injections((pause, stall), Edit.fix("host_pause")) == (stall,)
+    assert fixed_injections((pause, stall), Edit.fix("dataloader_stall", 5)) == (pause,)
+    with pytest.raises(ConfigError, match="no dataloader_stall injection in step 4 to fix"):
+        fixed_injections((pause, stall), Edit.fix("dataloader_stall", 4))
 
 
 def test_step_rows_keep_steps_of_either_side_with_null_where_missing(tmp_path: Path) -> None:

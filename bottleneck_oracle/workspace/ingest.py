@@ -1,8 +1,5 @@
-"""The service layer: the operations the CLI, the agent's tools and the HTTP API share, each written once.
-
-A feature is a function here over `traces/`, `dag/`, `gnn/` and `graphdb/`; its faces only parse
-their input and render the result.
-"""
+"""Ingest: a trace read, analysed, loaded into the graph database with the playbook and the graph
+model's predictions, and remembered in the workspace (``workspace/traces.py``)."""
 
 from __future__ import annotations
 
@@ -11,18 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.dag.analysis import analyze
 from bottleneck_oracle.graphdb import (
     Detail,
     LoadReport,
     load_analysis,
     open_store,
-    trace_id,
 )
 from bottleneck_oracle.graphdb import playbook as graph_playbook
-from bottleneck_oracle.graphdb.loader import trace_name
 from bottleneck_oracle.graphdb.predictions import load_prediction, model_predictions
-from bottleneck_oracle.traces import read_trace
+from bottleneck_oracle.workspace.traces import open_trace
 
 __all__ = ["Ingested", "ingest"]
 
@@ -37,8 +31,8 @@ class Ingested:
 
 
 def ingest(paths: Sequence[Path], settings: Settings, *, detail: Detail = Detail.FULL, hops: int = 1,
-           partial: bool = False, steps_from: str | None = None, predict: bool = True, stage: Callable[[str], None] | None = None,
-           progress: Callable[[int, int], None] | None = None) -> Ingested:
+           partial: bool = False, steps_from: str | None = None, predict: bool = True,
+           stage: Callable[[str], None] | None = None, progress: Callable[[int, int], None] | None = None) -> Ingested:
     """Reads and analyses a trace, loads it into the graph database (starting the embedded one if
     needed) with the playbook, and stores the graph model's predictions unless ``predict`` is off.
 
@@ -51,13 +45,11 @@ def ingest(paths: Sequence[Path], settings: Settings, *, detail: Detail = Detail
         TraceFormatError: a file is not a trace. GraphStoreError: the database is down or refused a batch.
     """
     say = stage or (lambda _: None)
-    paths = list(paths)
     say("reading traces")
-    trace = read_trace(paths, workers=settings.workers, partial=partial)
-    say("analysing")
-    a = analyze(trace, steps_from=steps_from)
-    tid = trace_id(trace)
-    name = trace_name(paths)
+    resolved = open_trace(list(paths), settings, partial=partial, steps_from=steps_from)
+    if not resolved.cached:
+        say("analysing")  # (open_trace read and analysed it; the stage names what took the time)
+    a, tid, name = resolved.analysis, resolved.entry.trace_id, resolved.entry.name
     with open_store(settings, start=True) as store:
         store.apply_schema()
         say("loading the optimization playbook")

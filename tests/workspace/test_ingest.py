@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.graphdb import Detail, list_traces, open_store, stop_server
-from bottleneck_oracle.workspace import ingest
+from bottleneck_oracle.workspace.ingest import ingest
 from tests.conftest import REPO
 
 GPT = REPO / "examples" / "gpt_2rank"

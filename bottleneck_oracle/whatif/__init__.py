@@ -1,0 +1,1 @@
+"""What-if engine: edits compiled onto a trace's DAG, predicted, explained and optimized."""

@@ -1,0 +1,123 @@
+"""How right the what-if predictors are: each edit a synthetic job can be given, predicted by every
+predictor and measured on the job simulated again, per edit type.
+
+The measurement is the re-run's traces analysed by the same code that made the prediction, so a
+prediction and its truth use one ruler (``whatif/verify.py``). This is what the README's table and
+the evaluation harness's what-if suite report.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from bottleneck_oracle.dag.analysis import Analysis, analyze
+from bottleneck_oracle.errors import ConfigError
+from bottleneck_oracle.synth.config import SynthConfig
+from bottleneck_oracle.synth.synthesize import synthesize
+from bottleneck_oracle.traces import read_trace
+from bottleneck_oracle.truth.edits import Edit, edit_type
+from bottleneck_oracle.whatif.predict import check_step, predict_whatif
+from bottleneck_oracle.whatif.verify import rerun_step_ms
+
+if TYPE_CHECKING:
+    from bottleneck_oracle.gnn.predict import Predictor
+
+__all__ = ["Score", "job_edits", "mape_table", "score_job", "score_jobs"]
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """One prediction against its truth."""
+
+    job: str
+    edit: str
+    edit_type: str
+    step: int
+    baseline_ms: float
+    measured_ms: float
+    predicted_ms: dict[str, float]
+    chosen: str
+    skipped: str = ""  # why nothing was predicted (the fault was not detected, the trace cannot support it)
+
+    def error_pct(self, predictor: str) -> float:
+        """Signed error of ``predictor`` in % of the measured time (NaN when it did not predict)."""
+        value = self.predicted_ms.get(predictor, float("nan"))
+        return 100.0 * (value - self.measured_ms) / self.measured_ms
+
+
+def job_edits(config: SynthConfig) -> list[Edit]:
+    """The edits worth scoring on ``config``: its kernel classes and collectives twice as fast, each
+    injected fault fixed, twice the data-parallel degree and twice the micro-batches where they apply."""
+    edits = [Edit.scale(2.0, op="gemm"), Edit.scale(2.0, op="attention")]
+    if config.dp > 1 or config.tp > 1:
+        edits.append(Edit.scale(2.0, op="allreduce"))
+    if config.pp > 1:
+        edits.append(Edit.scale(2.0, op="sendrecv"))
+    edits += [Edit.fix(i.category, i.step) for i in config.injections]
+    if config.dp > 1:
+        edits.append(Edit.data_parallel(2 * config.dp))
+    samples = config.batch * config.microbatches
+    if config.pp > 1 and not config.interleave and samples % (2 * config.microbatches) == 0:
+        edits.append(Edit.microbatches(2 * config.microbatches))
+    return edits
+
+
+def score_job(folder: Path, a: Analysis, config: SynthConfig, predictor: Predictor | None = None,
+              edits: Iterable[Edit] | None = None, job: str = "") -> list[Score]:
+    """Every edit of ``job_edits(config)`` (or ``edits``) on the job in ``folder``, predicted and re-run.
+
+    A fix is scored on its fault's step, any other edit on the slowest step. An edit the trace
+    cannot support (a fix of a fault no detector found, a data-parallel change of a job without
+    gradient collectives) is kept with the reason in ``skipped``.
+    """
+    out = []
+    for edit in edits if edits is not None else job_edits(config):
+        step = edit.select.steps[0] if edit.select.steps else check_step(a, None)
+        measured = rerun_step_ms(folder, [edit], step)
+        try:
+            p = predict_whatif(a, step, [edit], predictor)
+        except ConfigError as e:
+            out.append(Score(job or folder.name, str(edit), edit_type(edit), step, float("nan"), measured, {}, "",
+                             str(e)))
+            continue
+        out.append(Score(job or folder.name, str(edit), edit_type(edit), step, p.baseline_ms, measured,
+                         dict(p.predicted_ms), p.chosen))
+    return out
+
+
+def score_jobs(jobs: Iterable[tuple[str, SynthConfig]], predictor: Predictor | None = None,
+               progress: Callable[[int, str], None] | None = None) -> list[Score]:
+    """Synthesizes each (name, config) job in a temporary folder and scores its edits."""
+    out: list[Score] = []
+    for i, (name, config) in enumerate(jobs):
+        with tempfile.TemporaryDirectory(prefix="oracle-accuracy-") as tmp:
+            synthesize(Path(tmp), config, workers=1)
+            out += score_job(Path(tmp), analyze(read_trace(Path(tmp))), config, predictor, job=name)
+        if progress:
+            progress(i + 1, name)
+    return out
+
+
+def mape_table(scores: Iterable[Score]) -> dict[str, dict[str, float]]:
+    """Edit type → predictor → mean absolute error in % of the measured step (``chosen``: the one each
+    prediction picked), with ``n`` the predictions and ``skipped`` the edits nothing predicted."""
+    errors: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    skipped: dict[str, int] = defaultdict(int)
+    for s in scores:
+        kind = "fix" if s.edit_type.startswith("fix:") else s.edit_type
+        for bucket in {kind, s.edit_type}:
+            if s.skipped:
+                skipped[bucket] += 1
+                errors[bucket]  # the type is listed even when nothing of it was predicted
+                continue
+            for name in (*s.predicted_ms, "chosen"):
+                errors[bucket][name].append(abs(s.error_pct(s.chosen if name == "chosen" else name)))
+    return {kind: {**{name: round(float(np.mean(v)), 3) for name, v in by.items()}, "n": len(by.get("chosen", [])),
+                   "skipped": skipped[kind]} for kind, by in sorted(errors.items())}
