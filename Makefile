@@ -23,6 +23,7 @@ $(VENV)/.installed: pyproject.toml
 
 demo: setup
 	$(VENV)/bin/oracle analyze examples/gpt_2rank
+	$(VENV)/bin/oracle optimize examples/gpt_2rank --budget 2
 
 # Tests that train real jobs (marked slow) run alone afterwards: they time steps, and other
 # tests running beside them on 2 cores would add noise to those times.

@@ -105,6 +105,7 @@ def _print_plan(plan: Plan) -> None:
     console.print(f"[bold]step {plan.step}[/]: {plan.baseline_ms:.3f} ms recorded", highlight=False)
     t = table("candidates, best first", ("edit", "addresses", "predicted ms", "saves ms", "predictor"),
               right=("predicted ms", "saves ms"))
+    t.columns[0].no_wrap = True
     for c in plan.candidates:
         p = c.prediction
         t.add_row(str(c.edit), c.category + (f" (+{', '.join(c.also)})" if c.also else ""),
@@ -115,12 +116,14 @@ def _print_plan(plan: Plan) -> None:
         return
     data = plan.to_json()["plan"]
     console.print("[bold]plan[/]")
-    for i, entry in enumerate(data, 1):  # type: ignore[arg-type]
+    for i, (entry, chosen) in enumerate(zip(data, plan.plan), 1):  # type: ignore[arg-type]
         line = f"  {i}. {entry['edit']}: {entry['predicted_ms']:.3f} ms ({entry['gain_ms']:.3f} ms saved)"
         if "measured_ms" in entry:
             measured = entry["measured_ms"]
             line += (f", measured {measured:.3f} ms ({entry['error_pct']:+.2f}% off)" if measured is not None
                      else ", not re-run")
         console.print(line, highlight=False)
+        for title in chosen.remedies[:3]:  # how to make the change, from the playbook
+            console.print(f"     - {title}", highlight=False)
     if plan.verify_note:
         console.print(f"  not verified: {plan.verify_note}", highlight=False)

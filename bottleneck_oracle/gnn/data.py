@@ -239,8 +239,9 @@ def _bounded(g: ExecGraph, nodes: np.ndarray, max_nodes: int) -> np.ndarray:
     return nodes[np.isin(rank, ranks[order][fits])] if fits[0] else nodes[:0]
 
 
-def step_graphs(a: Analysis, *, bidirectional: bool = True, max_nodes: int = 200_000) -> list[StepGraph]:
-    """Every complete step of ``a`` as a StepGraph.
+def step_graphs(a: Analysis, *, bidirectional: bool = True, max_nodes: int = 200_000,
+                steps: tuple[int, ...] = ()) -> list[StepGraph]:
+    """Every complete step of ``a`` (or only ``steps``) as a StepGraph.
 
     Features come from ``a.graph`` only; labels from the critical paths of ``a.steps``.
     A step of more than ``max_nodes`` nodes keeps its longest-running ranks, the
@@ -252,6 +253,8 @@ def step_graphs(a: Analysis, *, bidirectional: bool = True, max_nodes: int = 200
     op, coll, bucket = classify_strings(g.trace.strings)
     cache = {"op": op, "coll": coll, "bucket": bucket, "lane_slot": _lane_slots(g)}
     complete = {r.step for r in a.steps if r.step >= 0} - {s for s, _ in a.partial_steps}
+    if steps:
+        complete &= set(steps)
     step_of = g.step
     # a node's place in its step's CPU program: a window opened late by a GPU running behind would clip it
     start_of = {(int(r), int(s)): int(t) for r, s, t in zip(g.steps.rank, g.steps.step, g.steps.cpu_start_ns)}

@@ -107,7 +107,7 @@ class Predictor:
             weight: the edited point-graph weights to replay (``dag.whatif.weights_with``), for edits
                 of more than nodes (a fix of a gap, a data-parallel degree); the model sees ``speedup``.
         """
-        graphs = step_graphs(a, bidirectional=self.model.config.bidirectional)
+        graphs = step_graphs(a, bidirectional=self.model.config.bidirectional, steps=steps)
         speedup = node_speedups(a, list(edits)) if speedup is None else speedup
         edited = bool(edits) or speedup is not None and bool((speedup != 1.0).any()) or weight is not None
         groups = [(speedup == value, float(value)) for value in np.unique(speedup[speedup != 1.0])]

@@ -138,6 +138,8 @@ class RankBuilder:
         g.dep(arrival, cpu, Dep.START_AFTER_START, round(t.launch_end_ns[0] * mult) + job.latency_ns)
         if COMPUTE_STREAM in self.last:  # the comm stream waits for the compute stream's recorded event
             g.dep(arrival, self.last[COMPUTE_STREAM], Dep.START_AFTER_END, GPU_GAP_NS)
+        if stream in self.last:  # NCCL runs one stream's kernels in order: a queued transfer waits its turn
+            g.dep(arrival, self.last[stream], Dep.START_AFTER_END, GPU_GAP_NS)
         kernel = self.node(stream, Kind.COMM, info, 0, launcher=cpu)
         g.dep(kernel, arrival, Dep.START_AFTER_END, 0)
         g.join((group, seq), arrival, kernel, self._transfer_ns(kind, group, seq, nelems) + extra_ns)

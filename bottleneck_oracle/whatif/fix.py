@@ -87,8 +87,10 @@ def apply_fix(a: Analysis, edit: Edit, step: int, edge_scale: np.ndarray, speedu
                     _shorten(a, mine[over], weight[over] / level, edge_scale, speedup)
                 hit += int(over.sum())
                 removed_ms += amount / 1e6
+    chronic = " (a chronic finding: all of it, in every step; an upper bound)" if any(
+        f.step is None for f in found) else ""
     return hit, (f"{edit}: {removed_ms:.3f} ms of {_WHAT[edit.category]} taken off the critical path where the "
-                 "finding puts it (its longest segments first), the rest of the step replayed as recorded")
+                 f"finding puts it (its longest segments first){chronic}, the rest of the step replayed as recorded")
 
 
 def _shorten(a: Analysis, edges: np.ndarray, factor: np.ndarray, edge_scale: np.ndarray,

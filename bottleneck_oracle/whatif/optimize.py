@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.errors import ConfigError
+from bottleneck_oracle.errors import ConfigError, OracleError
 from bottleneck_oracle.graphdb.playbook import PlaybookEntry
 from bottleneck_oracle.truth.edits import Edit, EditKind, edit_to_json, edit_type, format_edit, parse_edit
 from bottleneck_oracle.whatif.predict import WhatIfPrediction, baseline_ms, predict_whatif, recorded_scores
@@ -167,6 +167,7 @@ def optimize(a: Analysis, step: int, playbook: tuple[PlaybookEntry, ...], predic
     ranked = _merged(_ranked(_predict_all(a, step, candidates(a, step, playbook), predictor, progress)), a)
     plan: list[Candidate] = []
     applied: tuple[Edit, ...] = ()
+    prefix: tuple[Edit, ...] = ()  # edits of the plan ``a`` does not hold yet (when it could not be re-analysed)
     current, pool = base, [c for c in ranked if c.prediction is not None]
     while pool and len(plan) < budget:
         best = pool[0]
@@ -179,21 +180,21 @@ def optimize(a: Analysis, step: int, playbook: tuple[PlaybookEntry, ...], predic
             break
         # the job with the change made, analysed again: what it exposes gets findings of its own
         try:
-            a = edited_analysis(a, step, [best.edit])
-        except ConfigError:
-            break  # a change the graph cannot carry forward (a new schedule): the plan stops here
+            a, prefix = edited_analysis(a, step, [*prefix, best.edit]), ()
+        except OracleError:  # a retimed trace the analysis refuses (or a new schedule): predict on top instead
+            prefix = (*prefix, best.edit)
         known = {str(c.edit) for c in pool[1:]}
         fresh = [c for c in candidates(a, step, playbook) if str(c.edit) not in known and c.edit not in applied]
-        again = _predict_all(a, step, [*pool[1:], *fresh], predictor, progress)
+        again = _predict_all(a, step, [*pool[1:], *fresh], predictor, progress, prefix)
         pool = [c for c in _merged(_ranked(again), a) if c.prediction is not None]
     return Plan(step, base, ranked, plan)
 
 
 def _predict_all(a: Analysis, step: int, cs: list[Candidate], predictor: Predictor | None,
-                 progress: Callable[[int, int], None] | None) -> list[Candidate]:
+                 progress: Callable[[int, int], None] | None, prefix: tuple[Edit, ...] = ()) -> list[Candidate]:
     out = []
     for i, c in enumerate(cs):
-        out.append(_predicted(a, step, c, (), predictor))
+        out.append(_predicted(a, step, c, prefix, predictor))
         if progress:
             progress(i + 1, len(cs))
     return out

@@ -168,13 +168,13 @@ def predict_whatif(a: Analysis, step: int, edits: Sequence[Edit],
     after_reports = [replayed_report(a.points, r, t, pred) for r in _complete(a, step)]
     after_slowest = max(after_reports, key=lambda r: r.wall_ns)
     predicted = {"replay": round(after_slowest.wall_ns / 1e6, 3)}
-    if predictor is not None:
-        (model,) = predictor.predict(a, steps=(step,), speedup=compiled.speedup,
-                                     weight=None if compiled.nodes_only else weight)
+    models = predictor.predict(a, steps=(step,), speedup=compiled.speedup,
+                               weight=None if compiled.nodes_only else weight) if predictor is not None else []
+    for model in models:  # none for a step the model does not take (a trace without ProfilerStep)
         predicted["gnn_replay"] = round(predicted["replay"] + model.interference_ms, 3)
         if compiled.nodes_only:  # the model sees node edits; a gap or a transfer rescaled it cannot see
             predicted["gnn"] = round(model.step_ms, 3)
-    chosen, why = _choose(edits, predicted, predictor)
+    chosen, why = _choose(edits, predicted, predictor if models else None)
     return WhatIfPrediction(step, baseline_ms(a, step), edits, predicted, chosen, why, compiled.assumptions,
                             before, _summary(a, after_slowest))
 
@@ -195,7 +195,7 @@ def _rescheduled(a: Analysis, step: int, edits: tuple[Edit, ...], before: PathSu
 
 def _choose(edits: tuple[Edit, ...], predicted: dict[str, float], predictor: Predictor | None) -> tuple[str, str]:
     if predictor is None:
-        return "replay", "the graph model was not loaded; replay of the edited DAG"
+        return "replay", "the graph model was not loaded or takes no such step; replay of the edited DAG"
     types = {edit_type(e) for e in edits}
     scores = recorded_scores(predictor)
     if len(types) == 1 and (kind := types.pop()) in scores:
