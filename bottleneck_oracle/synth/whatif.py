@@ -9,7 +9,7 @@ group makes every gradient all-reduce slower.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -91,7 +91,9 @@ def apply_edit(config: SynthConfig, edit: Edit) -> tuple[SynthConfig, Tuning]:
     if edit.kind == EditKind.DATA_PARALLEL:
         if edit.global_batch_kept:
             raise ConfigError(f"edit {edit}: the simulator keeps the per-rank batch; drop global_batch")
-        return config.with_changes(dp=edit.value), Tuning()
+        moved = tuple(replace(i, ranks=tuple(sorted({_same_place(config, r, edit.value) for r in i.ranks})))
+                      for i in config.injections)
+        return config.with_changes(dp=edit.value, injections=moved), Tuning()
     if edit.kind == EditKind.REMOVE_INJECTION:
         if not 0 <= edit.value < len(config.injections):
             raise ConfigError(f"edit {edit}: no injection {edit.value}; the job has {len(config.injections)}")
@@ -126,6 +128,14 @@ def apply_edits(config: SynthConfig, edits: Sequence[Edit]) -> tuple[SynthConfig
         for kind, factor in tuning.kernel_speedup:
             kernel[kind] = kernel.get(kind, 1.0) * factor
     return config, Tuning(tuple(collective.items()), tuple(kernel.items()))
+
+
+def _same_place(config: SynthConfig, rank: int, dp: int) -> int:
+    """The rank at ``dp`` replicas with the same stage, replica (modulo ``dp``) and tensor-parallel
+    index as ``rank``: a fault stays where it was in the pipeline (Megatron order)."""
+    stage, within = divmod(rank, config.dp * config.tp)
+    replica, tp_index = divmod(within, config.tp)
+    return stage * dp * config.tp + (replica % dp) * config.tp + tp_index
 
 
 def whatif(config: SynthConfig, edit: Edit) -> WhatIfResult:

@@ -16,6 +16,7 @@ from bottleneck_oracle.whatif._ring import (
     GPUS_PER_NODE,
     Layout,
     Network,
+    RingFit,
     describe_fit,
     fit_ring,
     nodes_spanned,
@@ -33,6 +34,7 @@ _DTYPE_BYTES = {"BFloat16": 2, "Half": 2, "Float": 4, "Double": 8, "Int": 4, "Lo
 _ROLES = {"gradient": ("data-parallel group", "data-parallel groups", "its ring runs", "their rings run"),
           "world": ("world group", "world groups", "its ring runs", "their rings run"),
           "p2p": ("pipeline link", "pipeline links", "its sends run", "their sends run")}
+_OUTLIER = 2.0  # an instance slower than this times its fit is a delay, not the link
 Spans = dict[str, tuple[int, int]]  # process group name → nodes it spans (traced, at the new degree)
 
 
@@ -146,20 +148,42 @@ def _scale_ring(a: Analysis, nodes: np.ndarray, sizes: tuple[int, int], spans: t
             part = crossed == across
             if not part.any():
                 continue
-            fit = fit_ring(kind, now, nbytes[part], t_s[part])
+            fit, usual = _robust_fit(kind, now, nbytes[part], t_s[part])
+            fitted_now = np.maximum(fit.time_s(nbytes[part], now), 1e-15)
             target = fit.time_s(nbytes[part] * bytes_factor, new)
             # the trace shows only one side of the node's edge: the other side's cost is the table's
             moves = crosses[part] != across
             other = links[1] if across else links[0]
             if other is not None and moves.any():
                 target[moves] = other.fit(kind).time_s(nbytes[part][moves] * bytes_factor, new)
-            # each instance keeps its traced deviation from the fit
-            ratio[part] = target / np.maximum(fit.time_s(nbytes[part], now), 1e-15)
+            # each instance keeps its traced deviation from the fit: noise in proportion, and a delay far
+            # beyond the fit (a slow link, an injected stall) as the time it added, not scaled with the link
+            t_part = np.maximum(t_s[part], 1e-15)
+            ratio[part] = np.where(usual, target / fitted_now, (target + t_part - fitted_now) / t_part)
             notes.append(describe_fit(fit, what + (", across nodes" if across else "")))
+            if (~usual).any():
+                notes.append(f"{int((~usual).sum())} {kind} instance(s) took over {_OUTLIER:g}x the fit: left out of "
+                             "it, their extra time is kept as a fixed delay")
         per_instance = np.ones(len(g.collectives), dtype=np.float64)
         per_instance[instances] = ratio
         node_scale[nodes[sel]] = per_instance[g.collective[nodes[sel]]]
     return notes
+
+
+def _robust_fit(kind: str, n: int, nbytes: np.ndarray, t_s: np.ndarray) -> tuple[RingFit, np.ndarray]:
+    """The ring fit of the usual instances, and bool[len]: which are usual (within ``_OUTLIER`` of the fit).
+
+    An instance far slower than the rest (an injected slow send, a stalled link) would drag a
+    least-squares or pooled bandwidth toward it; it is left out and the fit taken again.
+    """
+    usual = np.ones(len(t_s), dtype=bool)
+    for _ in range(4):
+        fit = fit_ring(kind, n, nbytes[usual], t_s[usual])
+        within = t_s <= _OUTLIER * fit.time_s(nbytes, n)
+        if (within == usual).all() or not within.any():
+            break
+        usual = within
+    return fit, usual
 
 
 def _subject(role: str, at: str, moving: list[int], groups: int) -> tuple[str, str]:

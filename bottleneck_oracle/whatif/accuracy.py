@@ -22,14 +22,30 @@ from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.synth.config import SynthConfig
 from bottleneck_oracle.synth.synthesize import synthesize
 from bottleneck_oracle.traces import read_trace
-from bottleneck_oracle.truth.edits import Edit, edit_type
+from bottleneck_oracle.truth.edits import Edit, EditKind, edit_type
 from bottleneck_oracle.whatif.predict import check_step, predict_whatif
 from bottleneck_oracle.whatif.verify import rerun_step_ms
 
 if TYPE_CHECKING:
     from bottleneck_oracle.gnn.predict import Predictor
 
-__all__ = ["Score", "job_edits", "mape_table", "score_job", "score_jobs"]
+__all__ = ["FAULT_JOBS", "Score", "job_edits", "mape_table", "score_job", "score_jobs"]
+
+_TINY = {"model": "tiny", "dp": 4, "steps": 4}
+_GPT2 = {"model": "gpt2-small", "dp": 4, "steps": 4}
+# One job per injectable category, the fault in step 2 and big enough for its detector to see: the
+# fix of every category, scored on its own (the corpus's faults are often too small to be found).
+FAULT_JOBS: dict[str, tuple[str, dict[str, object]]] = {
+    "host_pause": ("host_pause@2:1=30", _TINY),
+    "straggler_rank": ("straggler_rank@2:3=30", _TINY),
+    "dataloader_stall": ("dataloader_stall@2:0=30", _TINY),
+    "checkpoint_stall": ("checkpoint_stall@2=64", _TINY),
+    "host_sync": ("host_sync@2:1=20", _TINY),
+    "launch_overhead": ("launch_overhead@2:1=4x", _TINY),
+    "pipeline_bubble": ("pipeline_bubble@2=30", {"model": "tiny", "pp": 2, "microbatches": 4, "steps": 4}),
+    "slow_compute": ("slow_compute@2:1=3x", _GPT2),
+    "exposed_communication": ("exposed_communication@2=4096", _GPT2),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +98,10 @@ def score_job(folder: Path, a: Analysis, config: SynthConfig, predictor: Predict
         step = edit.select.steps[0] if edit.select.steps else check_step(a, None)
         measured = rerun_step_ms(folder, [edit], step)
         try:
+            found = any(f.category == edit.category and f.step == step for f in a.findings)
+            if edit.kind == EditKind.FIX and not found:
+                # the truth removes the injected fault; a chronic finding of the category is another thing
+                raise ConfigError(f"edit {edit}: no detector found the fault in step {step}")
             p = predict_whatif(a, step, [edit], predictor)
         except ConfigError as e:
             out.append(Score(job or folder.name, str(edit), edit_type(edit), step, float("nan"), measured, {}, "",
@@ -92,14 +112,18 @@ def score_job(folder: Path, a: Analysis, config: SynthConfig, predictor: Predict
     return out
 
 
-def score_jobs(jobs: Iterable[tuple[str, SynthConfig]], predictor: Predictor | None = None,
+def score_jobs(jobs: Iterable[tuple[str, SynthConfig]], predictor: Predictor | None = None, only: str = "",
                progress: Callable[[int, str], None] | None = None) -> list[Score]:
-    """Synthesizes each (name, config) job in a temporary folder and scores its edits."""
+    """Synthesizes each (name, config) job in a temporary folder and scores its edits (only those of
+    edit type or kind ``only`` when given)."""
     out: list[Score] = []
     for i, (name, config) in enumerate(jobs):
+        edits = [e for e in job_edits(config) if not only or only in (edit_type(e), str(e.kind))]
         with tempfile.TemporaryDirectory(prefix="oracle-accuracy-") as tmp:
+            if not edits:
+                continue
             synthesize(Path(tmp), config, workers=1)
-            out += score_job(Path(tmp), analyze(read_trace(Path(tmp))), config, predictor, job=name)
+            out += score_job(Path(tmp), analyze(read_trace(Path(tmp))), config, predictor, edits, job=name)
         if progress:
             progress(i + 1, name)
     return out

@@ -155,8 +155,8 @@ def predict_whatif(a: Analysis, step: int, edits: Sequence[Edit],
     slowest = max(_complete(a, step), key=lambda r: r.wall_ns)
     before = _summary(a, slowest)
     if any(e.kind == EditKind.OVERLAP for e in edits):
-        raise ConfigError("edit overlap: rewiring communication to overlap compute is not predicted yet; "
-                          "scale op=allreduce or fix exposed_communication estimate the same gain")
+        raise ConfigError("edit overlap: rewiring communication to overlap compute is not predicted yet (the "
+                          "trace does not say when each gradient is ready); fix exposed_communication bounds its gain")
     if any(e.kind == EditKind.REMOVE_INJECTION for e in edits):
         raise ConfigError("edit remove_injection: names an injection of a recorded job; on a trace use "
                           "fix CATEGORY")

@@ -51,6 +51,14 @@ def test_more_microbatches_shrink_the_bubble_share() -> None:
     assert 1.4 < 1 / doubled.speedup() < 2.0  # twice the work, a smaller bubble share
 
 
+def test_a_data_parallel_change_keeps_a_fault_on_its_stage_and_replica() -> None:
+    job = PIPELINE.with_changes(injections=(parse_injection("dataloader_stall@2:3=20"),))  # stage 1, replica 1
+    wider, _ = apply_edit(job, Edit.data_parallel(4))
+    assert wider.injections[0].ranks == (5,)  # stage 1 of 4 replicas starts at rank 4
+    narrower, _ = apply_edit(wider, Edit.data_parallel(1))
+    assert narrower.injections[0].ranks == (1,)
+
+
 def test_data_parallel_change_reshapes_the_job() -> None:
     result = whatif(JOB, Edit.data_parallel(2))
     assert result.edited.step_ms.shape == (4, 3) and result.baseline.step_ms.shape == (8, 3)

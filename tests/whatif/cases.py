@@ -11,22 +11,13 @@ from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.synth import SynthConfig, synthesize
 from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.injection import parse_injection
+from bottleneck_oracle.whatif.accuracy import FAULT_JOBS
 
-# One case per injectable category: the fault in step 2, on a job where its detector sees it.
 TINY = (("model", "tiny"), ("dp", 4))
-PIPELINE = (("model", "tiny"), ("pp", 2), ("microbatches", 4))
 GPT2 = (("model", "gpt2-small"), ("dp", 4))
-FAULTS = {
-    "host_pause": ("host_pause@2:1=30", TINY),
-    "straggler_rank": ("straggler_rank@2:3=30", TINY),
-    "dataloader_stall": ("dataloader_stall@2:0=30", TINY),
-    "checkpoint_stall": ("checkpoint_stall@2=64", TINY),
-    "host_sync": ("host_sync@2:1=20", TINY),
-    "launch_overhead": ("launch_overhead@2:1=4x", TINY),
-    "pipeline_bubble": ("pipeline_bubble@2=30", PIPELINE),
-    "slow_compute": ("slow_compute@2:1=3x", GPT2),
-    "exposed_communication": ("exposed_communication@2=4096", GPT2),
-}
+# One case per injectable category: the fault in step 2, on a job where its detector sees it.
+FAULTS = {category: (inject, tuple((k, v) for k, v in settings.items() if k != "steps"))
+          for category, (inject, settings) in FAULT_JOBS.items()}
 
 
 @cache

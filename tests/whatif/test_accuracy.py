@@ -37,7 +37,7 @@ def test_a_job_is_scored_against_its_rerun() -> None:
 def test_an_undetected_fault_is_listed_as_skipped() -> None:
     config = SynthConfig(model="tiny", dp=2, steps=4, injections=(parse_injection("exposed_communication@2=1"),))
     (scored,) = [s for s in score_jobs([("tiny-comm", config)]) if s.edit_type.startswith("fix:")]
-    assert scored.predicted_ms == {} and "has no exposed_communication finding" in scored.skipped
+    assert scored.predicted_ms == {} and "no detector found the fault in step 2" in scored.skipped
     table = mape_table([scored])
     assert table["fix"]["skipped"] == 1 and table["fix"]["n"] == 0
 

@@ -179,6 +179,21 @@ def test_data_parallel_across_nodes_with_queued_buckets(jobs: dict[str, tuple[Sy
     assert _mape(_replayed_ms(a, data_parallel(a, 16).weight_scale), truth) < MAPE_LIMIT
 
 
+def test_data_parallel_keeps_an_injected_slow_send_as_a_delay(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # a pipeline bubble makes the step's first activation send 34 ms slower; at dp 4 the stages part onto
+    # two nodes. Fitted as transfer, the slow send dragged the send's bandwidth down and shrank with the
+    # network ratio: the step was predicted 34% faster than traced (it is slower)
+    config = GPT2.with_changes(dp=2, tp=2, pp=2, hardware="A100", injections=("pipeline_bubble@2=34",))
+    a = _analysis(tmp_path_factory, config)
+    truth = simulate(config.with_changes(dp=4)).job_step_ms()
+    rescaled = data_parallel(a, 4)
+    predicted = _replayed_ms(a, rescaled.weight_scale)
+    assert _mape(predicted, truth) < MAPE_LIMIT
+    traced = _replayed_ms(a, np.ones_like(rescaled.weight_scale))
+    assert predicted[2] > traced[2]  # the right direction: the send crosses nodes, the step is slower
+    assert any("sendrecv instance(s) took over" in text for text in rescaled.assumptions)
+
+
 def test_data_parallel_with_an_unknown_gpu_is_a_lower_bound_unless_given_the_network(
         cross_node: dict[str, tuple[SynthConfig, Analysis]]) -> None:
     config, a = cross_node["l40s_dp4_mb32"]
