@@ -21,6 +21,7 @@ from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.errors import ConfigError, OracleError
 from bottleneck_oracle.graphdb.playbook import PlaybookEntry
 from bottleneck_oracle.truth.edits import Edit, EditKind, edit_to_json, edit_type, format_edit, parse_edit
+from bottleneck_oracle.vocabulary import Bottleneck
 from bottleneck_oracle.whatif.predict import WhatIfPrediction, baseline_ms, predict_whatif, recorded_scores
 from bottleneck_oracle.whatif.retime import edited_analysis
 
@@ -223,11 +224,18 @@ def _ranked(cs: list[Candidate]) -> list[Candidate]:
 
 def _merged(cs: list[Candidate], a: Analysis) -> list[Candidate]:
     """Candidates with the same predicted time and critical path merged into the one whose finding the
-    analysis ranks first (a cause before the straggler it makes)."""
+    analysis ranks first (a cause before the straggler it makes); and the fix of a straggler whose
+    lateness a finding on its own rank and step explains merged into that cause's fix."""
     order = {str(f.category): i for i, f in reversed(list(enumerate(a.findings)))}
+    explained = _explained_stragglers(a)
     out: list[Candidate] = []
     for c in cs:
         twin = next((o for o in out if _same(o, c)), None)
+        if twin is None and c.prediction is not None:  # a straggler and what made it late: one change
+            if c.category == Bottleneck.STRAGGLER_RANK:
+                twin = next((o for o in out if o.category in explained and o.prediction is not None), None)
+            elif c.category in explained:
+                twin = next((o for o in out if o.category == Bottleneck.STRAGGLER_RANK and o.prediction), None)
         if twin is None:
             out.append(c)
             continue
@@ -236,7 +244,14 @@ def _merged(cs: list[Candidate], a: Analysis) -> list[Candidate]:
                            keep.evidence, keep.prediction, keep.confidence, keep.error,
                            tuple(dict.fromkeys((*keep.also, drop.category))))
         out[out.index(twin)] = merged
-    return out
+    return _ranked(out)
+
+
+def _explained_stragglers(a: Analysis) -> set[str]:
+    """Categories of the findings that explain a straggler: on its late rank, in its step."""
+    late = {(f.step, f.ranks) for f in a.findings if f.category == Bottleneck.STRAGGLER_RANK}
+    return {str(f.category) for f in a.findings
+            if f.category != Bottleneck.STRAGGLER_RANK and (f.step, f.ranks) in late}
 
 
 def _same(x: Candidate, y: Candidate) -> bool:
