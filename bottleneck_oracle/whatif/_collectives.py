@@ -159,7 +159,8 @@ def _scale_ring(a: Analysis, nodes: np.ndarray, sizes: tuple[int, int], spans: t
             # each instance keeps its traced deviation from the fit: noise in proportion, and a delay far
             # beyond the fit (a slow link, an injected stall) as the time it added, not scaled with the link
             t_part = np.maximum(t_s[part], 1e-15)
-            ratio[part] = np.where(usual, target / fitted_now, (target + t_part - fitted_now) / t_part)
+            # (a group of one rank moves nothing: no delay survives it)
+            ratio[part] = np.where(usual | (new <= 1), target / fitted_now, (target + t_part - fitted_now) / t_part)
             notes.append(describe_fit(fit, what + (", across nodes" if across else "")))
             if (~usual).any():
                 notes.append(f"{int((~usual).sum())} {kind} instance(s) took over {_OUTLIER:g}x the fit: left out of "

@@ -314,9 +314,10 @@ def test_data_parallel_rescales_a_gloo_all_reduce_and_the_wait_behind_it(
     # a gloo collective's transfer is the lag of the wait leaving its arrival point: it goes with dp=1
     wait = (pg.origin == EdgeType.SYNC) & (pg.node[pg.src] < 0) & (pg.owner >= 0)
     assert wait.any() and np.all(data_parallel(a, 1).weight_scale[wait] == 0.0)
-    # one message size: the bandwidth term alone, 2(D-1)/D over 2(n-1)/n = 1.75 from 2 to 8 ranks
+    # one message size: the bandwidth term alone, 2(D-1)/D over 2(n-1)/n = 1.75 from 2 to 8 ranks (an
+    # all-reduce far slower than the rest on this shared machine keeps its extra time as a delay)
     eight = data_parallel(a, 8)
-    assert np.allclose(eight.weight_scale[wait], 1.75)
+    assert np.median(eight.weight_scale[wait]) == pytest.approx(1.75) and (eight.weight_scale[wait] >= 1).all()
     assert any("pure bandwidth ratio" in text for text in eight.assumptions)
 
 
