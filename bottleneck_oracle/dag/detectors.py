@@ -163,11 +163,7 @@ def _late_cause(g: ExecGraph, reports: list[StepReport], step: int, rank: int) -
 
 
 def checkpoints(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
-    in_ckpt = np.zeros(len(g), dtype=bool)
-    in_ckpt[g.role == Role.CHECKPOINT] = True
-    for d in range(1, int(g.depth.max()) + 1 if len(g) else 0):
-        at = np.flatnonzero(g.depth == d)
-        in_ckpt[at] |= in_ckpt[g.parent[at]]
+    in_ckpt = g.under(g.role == Role.CHECKPOINT)
     out = []
     for r in reports:
         mask = (r.path_node >= 0) & (r.path_rank == r.rank)

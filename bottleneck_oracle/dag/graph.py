@@ -105,6 +105,14 @@ class ExecGraph:
         """int32[N]: the ProfilerStep number of each node (-1 outside every step)."""
         return np.where(self.step_row >= 0, self.steps.step[np.maximum(self.step_row, 0)], -1)
 
+    def under(self, flag: np.ndarray) -> np.ndarray:
+        """bool[N]: ``flag`` (bool[N]) or the flag of any enclosing node on the same lane."""
+        out = flag.copy()
+        for d in range(1, int(self.depth.max()) + 1 if len(self) else 0):
+            at = np.flatnonzero(self.depth == d)
+            out[at] |= out[self.parent[at]]
+        return out
+
     def node_name(self, node: int) -> str:
         """The op, kernel or call name of ``node``."""
         return self.trace.strings[self.name[node]]

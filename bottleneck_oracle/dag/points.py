@@ -57,15 +57,6 @@ class PointGraph:
     contradicted: int
 
 
-def _under(flag: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    """flag[i] or flag of any ancestor of i."""
-    out = flag.copy()
-    for d in range(1, int(depth.max()) + 1 if len(depth) else 0):
-        at = np.flatnonzero(depth == d)
-        out[at] |= out[parent[at]]
-    return out
-
-
 def _chain_edges(g: ExecGraph, reliable_member: np.ndarray, transfer: np.ndarray):  # type: ignore[no-untyped-def]
     """Program-order edges of every lane, with their mode, minimum lag and category."""
     start, end = g.start_ns, g.end_ns
@@ -78,7 +69,7 @@ def _chain_edges(g: ExecGraph, reliable_member: np.ndarray, transfer: np.ndarray
     kind = np.where(has, g.kind[o], -1)
     role = np.where(has, g.role[o], -1)
     gpu = g.trace.lanes.is_gpu[g.lane[src // 2]]
-    in_loader = _under(g.role == Role.DATALOADER, g.parent, g.depth)[o] & has
+    in_loader = g.under(g.role == Role.DATALOADER)[o] & has
     mode = np.full(len(src), BUSY, dtype=np.int8)
     cat = np.full(len(src), _C[Category.CPU], dtype=np.int8)
     # CPU gaps: no op, or only an annotation / Python frame open → host time, unless a wake-up explains it

@@ -120,10 +120,7 @@ def removal(a: Analysis, seed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     GPU work they launched; bool[E] the point-graph edges of the waits that end in them; bool[E] the
     host gaps right before each seed (the Python that called it)."""
     g, pg = a.graph, a.points
-    nodes = seed.copy()
-    for d in range(1, int(g.depth.max()) + 1 if len(g) else 0):  # children of a removed node go too
-        at = np.flatnonzero(g.depth == d)
-        nodes[at] |= nodes[g.parent[at]]
+    nodes = g.under(seed)  # children of a removed node go too
     src, dst = g.edges_of(EdgeType.LAUNCH)
     nodes[dst[nodes[src]]] = True
     ends = pg.dst < 2 * len(g)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.dag.points import LANE
 from bottleneck_oracle.dag.types import EdgeType, NodeKind, Role
+from bottleneck_oracle.dag.whatif import own_time
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.whatif._collectives import current_degree, gradient_members, rescale_rings, trace_layout
 from bottleneck_oracle.whatif._one_f_one_b import pipeline_depths, run_step
@@ -62,23 +62,10 @@ def _launched_under(a: Analysis, prefix: str) -> np.ndarray:
     """bool[N]: nodes inside an annotation whose name starts with ``prefix``, and the GPU work they launched."""
     g = a.graph
     names = np.array([s.startswith(prefix) for s in g.trace.strings], dtype=bool)
-    inside = names[g.name] & (g.kind == NodeKind.ANNOTATION)
-    for d in range(1, int(g.depth.max()) + 1 if len(g) else 0):
-        at = np.flatnonzero(g.depth == d)
-        inside[at] |= inside[g.parent[at]]
+    inside = g.under(names[g.name] & (g.kind == NodeKind.ANNOTATION))
     src, dst = g.edges_of(EdgeType.LAUNCH)
     inside[dst[inside[src]]] = True
     return inside
-
-
-def _own_edges(a: Analysis, nodes: np.ndarray) -> np.ndarray:
-    """bool[E]: the point-graph edges that are the own time of ``nodes`` (bool[N]): their segments
-    on their lane, a collective's transfer, and the wait that leaves a gloo collective's arrival
-    point (its lag is the transfer)."""
-    pg = a.points
-    from_arrival = (pg.origin == EdgeType.SYNC) & (pg.node[pg.src] < 0)
-    own = (pg.origin == LANE) | (pg.origin == EdgeType.COLLECTIVE) | from_arrival
-    return own & (pg.owner >= 0) & nodes[np.maximum(pg.owner, 0)]
 
 
 def _scale_per_sample(a: Analysis, modelled: np.ndarray, factor: float, node_scale: np.ndarray) -> str:
@@ -172,7 +159,7 @@ def data_parallel(a: Analysis, dp: int, keep_global_batch: bool = False, net_gbp
         notes.append("per-rank batch kept: compute, data loading and model-parallel transfers stay as traced")
     notes.append("compute slowed by overlapping communication keeps its traced slowdown")
     scale = np.ones(len(pg.weight), dtype=np.float64)
-    hit = _own_edges(a, node_scale != 1.0)
+    hit = own_time(a) & (node_scale != 1.0)[np.maximum(a.points.owner, 0)]
     scale[hit] = node_scale[pg.owner[hit]]
     return Rescaled(weight_scale=scale, assumptions=tuple(notes))
 
