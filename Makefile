@@ -16,14 +16,17 @@ tools/cypher-lint/node_modules/.installed: tools/cypher-lint/package.json tools/
 # everything else: an unpinned torch pulls a multi-GB CUDA build.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -e '.[capture,gnn,dev,integrations,neo4j,embed]' 'torch==2.13.0'
+	$(VENV)/bin/pip install -q -e '.[capture,gnn,dev,integrations,neo4j,embed,agent]' 'torch==2.13.0'
 	@# an editable install writes no bytecode: without it every command would compile the package first
 	$(PY) -m compileall -q bottleneck_oracle
 	touch $@
 
+# The shipped example: its analysis, loaded into the embedded graph database, then asked (offline).
 demo: setup
 	$(VENV)/bin/oracle analyze examples/gpt_2rank
-	$(VENV)/bin/oracle optimize examples/gpt_2rank --budget 2
+	$(VENV)/bin/oracle ingest examples/gpt_2rank
+	$(VENV)/bin/oracle ask "Why is step 5 slow?" --trace examples/gpt_2rank
+	$(VENV)/bin/oracle ask "What should I change first?" --trace examples/gpt_2rank
 
 # Tests that train real jobs (marked slow) run alone afterwards: they time steps, and other
 # tests running beside them on 2 cores would add noise to those times.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "OracleError", "TraceFormatError", "ConfigError", "GraphError", "CaptureError", "GraphStoreError", "QueryError",
-    "one_line",
+    "ModelError", "one_line",
 ]
 
 
@@ -39,3 +39,7 @@ class GraphStoreError(OracleError):
 
 class QueryError(OracleError):
     """A graph query is unknown, refused (a write on the read-only path), or rejected by the server."""
+
+
+class ModelError(OracleError):
+    """The chat model's server refused or failed a request (key, rate limit, time-out, bad reply)."""

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "bottleneck_oracle"
 # DESIGN's layers, lowest first; packages on one level stand beside each other and never import
 # each other (capture/ and synth/ record jobs, dag/ analyses them: none needs another).
 LEVELS = [("traces",), ("truth",), ("capture", "synth", "dag"), ("gnn",), ("graphdb",), ("whatif",), ("workspace",),
-          ("retrieval",), ("agent",), ("prompts",), ("evals", "server"), ("cli",)]
+          ("retrieval",), ("prompts",), ("agent",), ("evals", "server"), ("cli",)]
 LEVEL = {name: i for i, names in enumerate(LEVELS) for name in names}
 BASE = {"errors", "config", "vocabulary", "__init__", "__main__"}  # below every layer
 VOCABULARY = {"types"}  # enums and aliases only: exercised by every other test

@@ -8,7 +8,9 @@ import typer
 
 from bottleneck_oracle.cli._render import stderr
 from bottleneck_oracle.cli.analyze import analyze_command
+from bottleneck_oracle.cli.ask import ask_command, chat_command
 from bottleneck_oracle.cli.db import db_app, ingest_command, traces_command
+from bottleneck_oracle.cli.mcp import mcp_command
 from bottleneck_oracle.cli.model import gnn_eval_command, train_command
 from bottleneck_oracle.cli.record import (
     capture_command,
@@ -37,6 +39,9 @@ app.command("train")(train_command)
 app.command("gnn-eval")(gnn_eval_command)
 app.command("whatif")(whatif_command)
 app.command("optimize")(optimize_command)
+app.command("ask")(ask_command)
+app.command("chat")(chat_command)
+app.command("mcp")(mcp_command)
 
 
 @app.callback()

@@ -142,10 +142,10 @@ class FalkorStore:
         """Closes the connection pool."""
         self._client.connection.close()
 
-    def _run(self, query: Query, params: Mapping[str, Any], read_only: bool) -> Any:
+    def _run(self, query: Query, params: Mapping[str, Any], read_only: bool, timeout_ms: int | None = None) -> Any:
         text = _header(params) + query.text
         try:
-            return self._graph.ro_query(text) if read_only else self._graph.query(text)
+            return self._graph.ro_query(text, timeout=timeout_ms) if read_only else self._graph.query(text)
         except redis.exceptions.BusyLoadingError as e:
             raise GraphStoreError(f"FalkorDB at {self.address} is still loading its data: retry in a moment") from e
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as e:
@@ -153,17 +153,22 @@ class FalkorStore:
         except redis.exceptions.ResponseError as e:
             raise QueryError(f"query {query.name!r} failed on FalkorDB: {one_line(e)}") from e
 
-    def read(self, query: Query | str, params: Mapping[str, Any] | None = None) -> list[Row]:
+    def read(self, query: Query | str, params: Mapping[str, Any] | None = None, *,
+             timeout_ms: int | None = None) -> list[Row]:
         """Runs a read query of the library on the read-only path (``GRAPH.RO_QUERY``).
 
+        Args:
+            timeout_ms (int | None): the server stops the query after this long (None: its default).
+
         Raises:
-            QueryError: the query writes, misses a parameter, or the server rejects it.
+            QueryError: the query writes, misses a parameter, runs past ``timeout_ms``, or the
+                server rejects it.
             GraphStoreError: the server is down.
         """
         params = params or {}
         query = prepare(query, self.backend, Mode.READ, params)
         try:
-            result = self._run(query, params, read_only=True)
+            result = self._run(query, params, read_only=True, timeout_ms=timeout_ms)
         except QueryError as e:
             if _NO_GRAPH in str(e) and not self._client.connection.exists(self.graph_name):
                 return []

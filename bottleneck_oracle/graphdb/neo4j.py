@@ -82,29 +82,35 @@ class Neo4jStore:
         """Closes the driver and its connections."""
         self._driver.close()
 
-    def _run(self, query: Query, params: Mapping[str, Any], read_only: bool) -> Any:
+    def _run(self, query: Query, params: Mapping[str, Any], read_only: bool, timeout_ms: int | None = None) -> Any:
         import neo4j
         import neo4j.exceptions
 
+        text = query.text if timeout_ms is None else neo4j.Query(query.text, timeout=timeout_ms / 1000)
         try:
             return self._driver.execute_query(
-                query.text, dict(params), database_=self.database,
+                text, dict(params), database_=self.database,
                 routing_=neo4j.RoutingControl.READ if read_only else neo4j.RoutingControl.WRITE)
         except (neo4j.exceptions.ServiceUnavailable, neo4j.exceptions.SessionExpired, OSError) as e:
             raise _unreachable(self.uri, e) from e
         except neo4j.exceptions.Neo4jError as e:
             raise QueryError(f"query {query.name!r} failed on Neo4j: {e.code}: {one_line(e.message)}") from e
 
-    def read(self, query: Query | str, params: Mapping[str, Any] | None = None) -> list[Row]:
+    def read(self, query: Query | str, params: Mapping[str, Any] | None = None, *,
+             timeout_ms: int | None = None) -> list[Row]:
         """Runs a read query of the library in a read transaction.
 
+        Args:
+            timeout_ms (int | None): the transaction's time limit (None: the server's default).
+
         Raises:
-            QueryError: the query writes, misses a parameter, or the server rejects it.
+            QueryError: the query writes, misses a parameter, runs past ``timeout_ms``, or the
+                server rejects it.
             GraphStoreError: the server is down.
         """
         params = params or {}
         query = prepare(query, self.backend, Mode.READ, params)
-        result = self._run(query, params, read_only=True)
+        result = self._run(query, params, read_only=True, timeout_ms=timeout_ms)
         return [record.data() for record in result.records]
 
     def write(self, query: Query | str, params: Mapping[str, Any] | None = None) -> WriteResult:

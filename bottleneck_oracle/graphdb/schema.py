@@ -91,4 +91,5 @@ INDEXES: tuple[Key, ...] = tuple(Key(label, "trace") for label in TRACE_SCOPED) 
 REL_INDEXES: tuple[tuple[Rel, str], ...] = ((Rel.CRITICAL_NEXT, "path"),)
 VECTOR_INDEXES: tuple[VectorIndex, ...] = (
     VectorIndex(Label.PLAYBOOK, "embedding", EMBEDDING_DIM, "playbook_embedding"),
+    VectorIndex(Label.FINDING, "embedding", EMBEDDING_DIM, "finding_embedding"),  # finding memory, every trace
 )

@@ -36,8 +36,10 @@ class GraphStore(Protocol):
     backend: Backend
     capabilities: frozenset[Capability]
 
-    def read(self, query: Query | str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        """Runs a read query by name (or a built ``Query``) and returns its rows."""
+    def read(self, query: Query | str, params: Mapping[str, Any] | None = None, *,
+             timeout_ms: int | None = None) -> list[Row]:
+        """Runs a read query by name (or a built ``Query``) and returns its rows; ``timeout_ms``
+        makes the server stop it after that long (a QueryError)."""
         ...
 
     def write(self, query: Query | str, params: Mapping[str, Any] | None = None) -> WriteResult:

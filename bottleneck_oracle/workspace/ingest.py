@@ -1,44 +1,75 @@
-"""Ingest: a trace read, analysed, loaded into the graph database with the playbook and the graph
-model's predictions, and remembered in the workspace (``workspace/traces.py``)."""
+"""Ingest: a trace read, analysed, loaded into the graph database with the playbook, its findings
+embedded (finding memory) and the graph model's predictions, and remembered in the workspace
+(``workspace/traces.py``)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bottleneck_oracle.config import Settings
+from bottleneck_oracle.dag.analysis import Analysis
+from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.graphdb import (
+    Capability,
     Detail,
+    GraphStore,
     LoadReport,
     load_analysis,
     open_store,
 )
 from bottleneck_oracle.graphdb import playbook as graph_playbook
+from bottleneck_oracle.graphdb.memory import default_embedder, embed_findings, findings_embedded
 from bottleneck_oracle.graphdb.predictions import load_prediction, model_predictions
 from bottleneck_oracle.workspace.traces import open_trace
 
 __all__ = ["Ingested", "ingest"]
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True, slots=True)
 class Ingested:
-    """What `ingest` did: the trace's name, the load and the number of step predictions stored."""
+    """What `ingest` did: the trace's name, the load, the number of step predictions stored, and the
+    findings that carry an embedding (finding memory)."""
 
     name: str
     report: LoadReport
     predictions: int
+    embedded: int = 0
+
+
+def _remember_findings(store: GraphStore, a: Analysis, tid: str, say: Callable[[str], None]) -> int:
+    """Embeds the trace's findings unless they already are; without the ``embed`` extra, says so and skips."""
+    if Capability.VECTOR_SEARCH not in store.capabilities:
+        return 0
+    findings, embedded = findings_embedded(store, tid)
+    if findings == 0 or embedded == findings:
+        return embedded
+    say("embedding findings")
+    try:
+        embedder = default_embedder()
+    except ConfigError as e:
+        logger.warning("trace %s: findings not embedded: %s", tid, e)
+        say(f"skipping finding embeddings: {e}")
+        return 0
+    return embed_findings(store, tid, a.findings, embedder)
 
 
 def ingest(paths: Sequence[Path], settings: Settings, *, detail: Detail = Detail.FULL, hops: int = 1,
-           partial: bool = False, steps_from: str | None = None, predict: bool = True,
+           partial: bool = False, steps_from: str | None = None, predict: bool = True, memory: bool = True,
            stage: Callable[[str], None] | None = None, progress: Callable[[int, int], None] | None = None) -> Ingested:
     """Reads and analyses a trace, loads it into the graph database (starting the embedded one if
-    needed) with the playbook, and stores the graph model's predictions unless ``predict`` is off.
+    needed) with the playbook, embeds its findings for the finding memory (once per trace, unless
+    ``memory`` is off; skipped with a ``stage`` message when the ``embed`` extra is missing), and
+    stores the graph model's predictions unless ``predict`` is off.
 
     Args:
         steps_from: a regex: the user annotations it matches are the steps (see ``dag.analysis.analyze``).
-        stage: called with what starts next (``reading traces``, ``analysing``, ...).
+        stage: called with what starts next (``reading traces``, ``analysing``, ...), and with a
+            ``skipping ...`` message for a step that cannot run here.
         progress: called after each loaded batch with (done, total).
 
     Raises:
@@ -56,10 +87,11 @@ def ingest(paths: Sequence[Path], settings: Settings, *, detail: Detail = Detail
         graph_playbook.ensure_playbook(store, graph_playbook.read_playbook())
         say("loading")
         report = load_analysis(store, a, trace_id=tid, name=name, detail=detail, hops=hops, progress=progress)
+        embedded = _remember_findings(store, a, tid, say) if memory else 0
         predictions = 0
         if predict:
             say("predicting with the graph model")
             for prediction in model_predictions(a, tid):
                 load_prediction(store, prediction)
                 predictions += 1
-    return Ingested(name, report, predictions)
+    return Ingested(name, report, predictions, embedded)

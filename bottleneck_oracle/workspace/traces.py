@@ -25,7 +25,8 @@ from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.graphdb.loader import trace_id, trace_name
 from bottleneck_oracle.traces import read_trace
 
-__all__ = ["REGISTRY_NAME", "Resolved", "TraceEntry", "known_traces", "open_trace", "remember"]
+__all__ = ["REGISTRY_NAME", "Resolved", "TraceEntry", "find_entry", "fingerprint_of", "known_traces", "open_trace",
+           "remember"]
 
 REGISTRY_NAME = "traces.json"
 _CACHE_DIR = "analyses"
@@ -68,14 +69,14 @@ def open_trace(ref: str | Path | Sequence[Path], settings: Settings, *, partial:
     """
     paths = _as_paths(ref)
     if paths is None:
-        entry = _lookup(str(ref), settings)
+        entry = find_entry(str(ref), settings)
         paths = [Path(p) for p in entry.paths]
         partial, steps_from = entry.partial, entry.steps_from
         missing = [p for p in paths if not p.exists()]
         if missing:
             raise ConfigError(f"trace {entry.name} ({entry.trace_id}): its files are gone ({missing[0]}); "
                               "ingest it again from where it is now")
-    fingerprint = _fingerprint(paths, partial, steps_from)
+    fingerprint = fingerprint_of(paths, partial, steps_from)
     for entry in known_traces(settings):
         if entry.fingerprint == fingerprint and (a := _load_cached(settings, entry.trace_id)) is not None:
             return Resolved(entry, a, True)
@@ -110,7 +111,12 @@ def remember(settings: Settings, entry: TraceEntry, a: Analysis) -> None:
     _atomic_write(home / REGISTRY_NAME, json.dumps({"traces": [e.to_json() for e in entries]}, indent=1).encode())
 
 
-def _lookup(ref: str, settings: Settings) -> TraceEntry:
+def find_entry(ref: str, settings: Settings) -> TraceEntry:
+    """The trace of the workspace whose id, id prefix or name is ``ref``.
+
+    Raises:
+        ConfigError: none or several match (the message lists the known traces).
+    """
     entries = known_traces(settings)
     exact = [e for e in entries if ref in (e.trace_id, e.name)]
     found = exact or [e for e in entries if e.trace_id.startswith(ref)]
@@ -131,7 +137,7 @@ def _as_paths(ref: str | Path | Sequence[Path]) -> list[Path] | None:
     return [path] if isinstance(ref, Path) or path.exists() or os.sep in str(ref) else None
 
 
-def _fingerprint(paths: Sequence[Path], partial: bool, steps_from: str | None) -> str:
+def fingerprint_of(paths: Sequence[Path], partial: bool = False, steps_from: str | None = None) -> str:
     """What the files look like from outside: a changed file gets a new fingerprint."""
     parts = []
     for root in paths:

@@ -24,6 +24,8 @@ def test_cli_flag_set_is_frozen() -> None:
     assert flags["train"] == ["data", "directed", "epochs", "hidden", "layers", "max_minutes",
                               "out", "patience", "refit_steps", "seed"]
     assert flags["gnn-eval"] == ["as_json", "checkpoint", "data", "plots", "record", "splits"]
+    assert flags["ask"] == ["as_json", "base_url", "llm", "question", "trace"]
+    assert flags["chat"] == ["base_url", "llm", "session", "trace"]
     dataset = group.commands["dataset"].commands  # type: ignore[attr-defined]
     assert sorted(p.name for p in dataset["build"].params) == ["n", "out_dir", "seed"]
     db = group.commands["db"].commands  # type: ignore[attr-defined]

@@ -20,6 +20,7 @@ from bottleneck_oracle.config import Settings
 from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.graphdb import GraphStore, load_analysis, open_store, start_server, stop_server, trace_id
 from bottleneck_oracle.graphdb.embedding import Embedder
+from bottleneck_oracle.graphdb.memory import default_embedder
 from bottleneck_oracle.traces import read_trace
 from tests.conftest import NEO4J_URI, REAL, REPO, requires_neo4j
 
@@ -86,5 +87,5 @@ def loaded(store: GraphStore, analyses: dict[str, LoadedTrace],
 
 @pytest.fixture(scope="session")
 def embedder() -> Embedder:
-    """The bundled all-MiniLM-L6-v2, loaded once per session."""
-    return Embedder.load()
+    """The bundled all-MiniLM-L6-v2, loaded once per process (the one ingest uses too)."""
+    return default_embedder()

@@ -79,7 +79,8 @@ def test_modes_match_the_text() -> None:
 
 def test_per_backend_variants_only_where_dialects_differ() -> None:
     variants = {q.name for q in all_queries() if q.backend is not None}
-    assert variants == {"playbook_search", "load_playbook"}  # vector search and vector storage
+    # vector search and vector storage
+    assert variants == {"playbook_search", "load_playbook", "finding_search", "load_finding_embeddings"}
 
 
 def test_write_clause_detection_ignores_strings_and_comments() -> None:

@@ -29,4 +29,5 @@ def test_every_label_has_a_unique_key_and_trace_scoped_labels_an_index() -> None
     assert {key.label for key in KEYS} == set(Label)
     assert {key.label for key in INDEXES if key.prop == "trace"} == set(TRACE_SCOPED)
     assert (Rel.CRITICAL_NEXT, "path") in REL_INDEXES
-    assert [(v.label, v.dim) for v in VECTOR_INDEXES] == [(Label.PLAYBOOK, EMBEDDING_DIM)]
+    assert [(v.label, v.dim) for v in VECTOR_INDEXES] == [(Label.PLAYBOOK, EMBEDDING_DIM),
+                                                          (Label.FINDING, EMBEDDING_DIM)]

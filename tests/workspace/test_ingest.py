@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from bottleneck_oracle.config import Settings
@@ -24,8 +26,34 @@ def test_ingest_loads_once_then_finds_the_trace_loaded(tmp_path: Path) -> None:
             listed = list_traces(store)
     finally:
         stop_server(tmp_path)
-    assert stages == ["reading traces", "analysing", "loading the optimization playbook", "loading"]
+    assert stages == ["reading traces", "analysing", "loading the optimization playbook", "loading",
+                      "embedding findings"]
     assert first.name == "gpt_2rank" and first.report.outcome == "loaded" and first.predictions == 0
+    assert first.embedded == again.embedded == 3  # the findings are embedded once
     assert batches and batches[-1][0] == batches[-1][1] == first.report.batches
     assert again.report.outcome == "unchanged" and again.report.trace_id == first.report.trace_id
     assert [(t.trace_id, t.name, t.status) for t in listed] == [(first.report.trace_id, "gpt_2rank", "complete")]
+
+
+def test_ingest_without_the_embed_extra_skips_the_finding_memory(tmp_path: Path) -> None:
+    """A real process where sentence-transformers cannot be imported: the trace still loads."""
+    code = (
+        "import sys; sys.modules['sentence_transformers'] = None\n"
+        "from pathlib import Path\n"
+        "from bottleneck_oracle.config import Settings\n"
+        "from bottleneck_oracle.graphdb import Detail, stop_server\n"
+        "from bottleneck_oracle.workspace.ingest import ingest\n"
+        f"home = Path({str(tmp_path)!r})\n"
+        "try:\n"
+        f"    done = ingest([Path({str(GPT)!r})], Settings(home=home, workers=1), detail=Detail.SUMMARY,\n"
+        "                  predict=False, stage=lambda s: print('stage:', s))\n"
+        "finally:\n"
+        "    stop_server(home)\n"
+        "print('outcome:', done.report.outcome, done.embedded)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    skipped = [line for line in lines if line.startswith("stage: skipping finding embeddings")]
+    assert len(skipped) == 1 and "embed" in skipped[0] and "\n" not in skipped[0]
+    assert lines[-1] == "outcome: loaded 0"

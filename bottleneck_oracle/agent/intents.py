@@ -1,0 +1,157 @@
+"""What a question asks, for the offline planner: its intent, by the nearest example questions of
+``prompts/intents.yaml`` in the all-MiniLM-L6-v2 embedding space, then its slots (steps, ranks, an
+op class or collective, a factor, a bottleneck category, trace or op names) read from the words.
+
+No regex decides the intent: paraphrases land near the examples of their intent whatever their
+wording; the patterns here only read numbers and names out of a question already classified.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bottleneck_oracle.graphdb.embedding import Embedder
+from bottleneck_oracle.prompts import load_yaml
+
+__all__ = ["INTENTS", "Intent", "Slots", "classify", "embedder", "read_slots"]
+
+VOTES = 5  # nearest examples that vote
+NEAR = 0.9  # at least this similar to an example, a question takes its intent
+FLOOR = 0.33  # below this similarity to every example, a question is out of scope
+
+
+@functools.cache
+def embedder() -> Embedder:
+    """The sentence model, loaded once per process."""
+    return Embedder.load()
+
+
+@functools.cache
+def _examples() -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
+    raw = load_yaml("intents")
+    labels = tuple(intent for intent, questions in raw.items() for _ in questions)
+    texts = tuple(q for questions in raw.values() for q in questions)
+    return labels, texts, embedder().embed(list(texts))
+
+
+INTENTS = ("why_slow", "straggler", "critical_path", "compare_steps", "compare_runs", "whatif", "optimize",
+           "seen_before", "list_steps", "list_traces", "cypher", "out_of_scope")
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """The intent of a question, how close its nearest example was, and that example."""
+
+    name: str
+    similarity: float
+    nearest: str
+
+
+@functools.lru_cache(maxsize=512)
+def classify(question: str) -> Intent:
+    """The intent of ``question``: a similarity-weighted vote of its nearest examples."""
+    labels, texts, vectors = _examples()
+    sims = vectors @ embedder().embed([_normalized(question)])[0]
+    order = np.argsort(-sims)[:VOTES]
+    if sims[order[0]] < FLOOR:
+        return Intent("out_of_scope", float(sims[order[0]]), texts[order[0]])
+    if sims[order[0]] >= NEAR:  # the question is (almost) an example: no vote needed
+        return Intent(labels[order[0]], float(sims[order[0]]), texts[order[0]])
+    votes: dict[str, float] = {}
+    for i in order:
+        votes[labels[i]] = votes.get(labels[i], 0.0) + float(sims[i])
+    best = max(votes, key=lambda k: (votes[k], k == labels[order[0]]))
+    top = next(i for i in order if labels[i] == best)
+    return Intent(best, float(sims[top]), texts[top])
+
+
+def _normalized(question: str) -> str:
+    """The question with its numbers made alike, so 'step 37' is as near 'step 3' as 'step 4' is."""
+    return re.sub(r"\d+(\.\d+)?", "3", question.lower())
+
+
+_STEP = re.compile(r"\b(?:profilerstep#|step|iteration|iter|it)\s*#?\s*(\d+)", re.I)
+_STEPS = re.compile(r"\b(?:steps|iterations)\s+(\d+)\s*(?:and|,|&|vs\.?|versus|to|with)\s*(\d+)", re.I)
+_ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\s+(?:step|iteration)", re.I)
+_RANK = re.compile(r"\b(?:rank|gpu|worker|process|device)\s*#?\s*(\d+)", re.I)
+_FACTOR = re.compile(r"(\d+(?:\.\d+)?)\s*(?:x|×|times)\b", re.I)
+_WORD_FACTORS = {r"\btwice\b|\bdouble\b|\bhalf the time\b|\bhalved\b": 2.0, r"\bthree times\b|\btriple": 3.0,
+                 r"\bfour times\b": 4.0, r"\bten times\b": 10.0}
+_REMOVE = re.compile(r"\b(removed?|eliminated?|gone|without|no time|took nothing|skipped?|dropped?)\b", re.I)
+_FIX = re.compile(r"\b(fix(ed)?|solved?|resolved?|cured?|went away|disappeared)\b", re.I)
+_DP = re.compile(r"(\d+)\s*(?:data[- ]?parallel|dp\b|replicas|ranks\b|gpus\b)", re.I)
+_MICRO = re.compile(r"(\d+)\s*micro-?batch", re.I)
+_OP_NAME = re.compile(r"\b[\w.]+::[\w.]+\b|'([^']{2,80})'|\"([^\"]{2,80})\"")
+# what a question may name as the thing to change: (pattern, selector of the edit language)
+TARGETS: tuple[tuple[str, str], ...] = (
+    (r"all[- _]?reduce", "op=allreduce"), (r"all[- _]?gather", "op=allgather"),
+    (r"reduce[- _]?scatter", "op=reducescatter"), (r"send|recv|p2p|point[- ]to[- ]point", "op=sendrecv"),
+    (r"gemm|mat-?muls?|matrix mult|linear layer|\bmm\b", "op=gemm"), (r"attention|sdpa|flash", "op=attention"),
+    (r"optimi[sz]er", "op=optimizer"), (r"layer ?norm|rms ?norm|\bnorms?\b", "op=norm"), (r"softmax", "op=softmax"),
+    (r"embedding", "op=embedding"), (r"communication|collectives?|nccl|gloo|network", "kind=comm"),
+    (r"kernels?\b", "kind=kernel"),
+)
+# words that name a bottleneck category (DESIGN's vocabulary)
+CATEGORY_WORDS: tuple[tuple[str, str], ...] = (
+    (r"host[- ]?pause|\bpause|\bgc\b|garbage collect|\bsleep", "host_pause"),
+    (r"data ?loader|data[- ]load|input pipeline|dataloading", "dataloader_stall"),
+    (r"straggl|late rank|slow rank", "straggler_rank"),
+    (r"\bsync|synchroni[sz]|\.item\(\)|blocking copy", "host_sync"),
+    (r"checkpoint", "checkpoint_stall"), (r"launch overhead|kernel launch|tiny kernels", "launch_overhead"),
+    (r"bubble", "pipeline_bubble"), (r"exposed comm|communication on the critical path", "exposed_communication"),
+    (r"slow compute|slower compute|slow kernels?", "slow_compute"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Slots:
+    """What a question names: steps in the order written, ranks, the change it asks about."""
+
+    steps: tuple[int, ...] = ()
+    ranks: tuple[int, ...] = ()
+    factor: float | None = None
+    target: str | None = None
+    category: str | None = None
+    removal: bool = False
+    fix: bool = False
+    data_parallel: int | None = None
+    microbatches: int | None = None
+    names: tuple[str, ...] = field(default=())
+
+    @property
+    def step(self) -> int | None:
+        return self.steps[0] if self.steps else None
+
+    @property
+    def rank(self) -> int | None:
+        return self.ranks[0] if self.ranks else None
+
+
+def _ordered_unique(values: list[int]) -> tuple[int, ...]:
+    return tuple(dict.fromkeys(values))
+
+
+def read_slots(question: str) -> Slots:
+    """The slots of ``question`` (empty ones where it names nothing)."""
+    q = question
+    steps = [(m.start(), int(m.group(1))) for m in _STEP.finditer(q)]
+    steps += [(m.start(k), int(m.group(k))) for m in _STEPS.finditer(q) for k in (1, 2)]
+    steps += [(m.start(), int(m.group(1))) for m in _ORDINAL.finditer(q)]
+    factor = next((float(m.group(1)) for m in _FACTOR.finditer(q)), None)
+    if factor is None:
+        factor = next((v for p, v in _WORD_FACTORS.items() if re.search(p, q, re.I)), None)
+    target = next((sel for p, sel in TARGETS if re.search(p, q, re.I)), None)
+    category = next((c for p, c in CATEGORY_WORDS if re.search(p, q, re.I)), None)
+    names = tuple(m.group(1) or m.group(2) or m.group(0) for m in _OP_NAME.finditer(q))
+    dp, micro = _DP.search(q), _MICRO.search(q)
+    return Slots(
+        steps=_ordered_unique([s for _, s in sorted(steps)]),
+        ranks=_ordered_unique([int(m.group(1)) for m in _RANK.finditer(q)]),
+        factor=factor, target=target, category=category, removal=bool(_REMOVE.search(q)), fix=bool(_FIX.search(q)),
+        data_parallel=int(dp.group(1)) if dp else None, microbatches=int(micro.group(1)) if micro else None,
+        names=names,
+    )

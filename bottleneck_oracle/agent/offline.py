@@ -1,0 +1,83 @@
+"""The offline planner as a LangChain chat model: no network, no key, deterministic. Given the
+conversation it either asks for the next round of tool calls (``agent/planner.py``) or writes the
+answer from the templates over this turn's tool results (``agent/answers.py``), so the same
+LangGraph agent runs with it or with a real model."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+
+from bottleneck_oracle.agent.answers import missing_tools, write_answer
+from bottleneck_oracle.agent.intents import classify, read_slots
+from bottleneck_oracle.agent.planner import Result, next_calls
+
+__all__ = ["OfflinePlanner", "REPAIR_NAME", "turn"]
+
+REPAIR_NAME = "grounding_check"  # the name on the message the grounding check sends back
+
+
+def turn(messages: Sequence[BaseMessage]) -> tuple[str, list[BaseMessage]]:
+    """The question of the current turn (the last message a person sent, not the grounding check's)
+    and the messages after it."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, HumanMessage) and m.name != REPAIR_NAME:
+            return str(m.content), list(messages[i + 1:])
+    return "", list(messages)
+
+
+def turn_results(after: Sequence[BaseMessage]) -> list[Result]:
+    """The tool calls of this turn with their parsed results, in the order they were made."""
+    calls = {c["id"]: c for m in after if isinstance(m, AIMessage) for c in m.tool_calls}
+    out = []
+    for m in after:
+        if isinstance(m, ToolMessage) and m.tool_call_id in calls:
+            try:
+                data = json.loads(str(m.content))
+            except ValueError:
+                data = {"error": str(m.content)}
+            call = calls[m.tool_call_id]
+            out.append(Result(call["name"], dict(call["args"]), data if isinstance(data, dict) else {"rows": data}))
+    return out
+
+
+class OfflinePlanner(BaseChatModel):
+    """A chat model that plans tool calls by intent and answers from templates."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "bottleneck-oracle-offline"
+
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: str | None = None,
+                   **kwargs: Any) -> Runnable[Any, AIMessage]:
+        names = [t.name if isinstance(t, BaseTool) else str(t) for t in tools]
+        return self.bind(tool_names=names, **kwargs)
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        question, after = turn(messages)
+        intent = classify(question).name if question.strip() else "out_of_scope"
+        slots = read_slots(question)
+        results = turn_results(after)
+        available = set(kwargs.get("tool_names") or ())
+        calls = next_calls(intent, slots, question, results)
+        missing = sorted({c.name for c in calls or () if available and c.name not in available})
+        if missing:
+            message = AIMessage(content=missing_tools(missing))
+        elif calls:
+            message = AIMessage(content="", tool_calls=[
+                {"name": c.name, "args": c.args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
+                for c in calls])
+        else:
+            message = AIMessage(content=write_answer(intent, slots, results))
+        message.response_metadata["intent"] = intent
+        return ChatResult(generations=[ChatGeneration(message=message)])

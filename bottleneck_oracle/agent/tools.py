@@ -1,0 +1,233 @@
+"""The agent's tools: LangChain tools with typed arguments, each a thin call into the service layer
+(``workspace/``), the retrieval layer (``retrieval/``) or the graph database's read-only path.
+
+Every tool returns one JSON document as text. A tool that fails returns ``{"error": "..."}`` with
+the one-line reason the CLI would print, so the agent can act on it (a step that does not exist
+lists those that do). The same tools are served over MCP (``agent/mcp_server.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import BaseModel, Field
+
+from bottleneck_oracle.config import Settings
+from bottleneck_oracle.errors import OracleError
+from bottleneck_oracle.graphdb import GraphStore, list_traces, open_store
+from bottleneck_oracle.truth.edits import format_edit
+from bottleneck_oracle.workspace import steps as step_questions
+from bottleneck_oracle.workspace.loaded import LoadedTrace, loaded_trace
+from bottleneck_oracle.workspace.whatif import optimize_trace, whatif_trace
+
+__all__ = ["TOOL_NAMES", "ToolContext", "make_tools"]
+
+MAX_RESULT_CHARS = 12_000  # what one tool result may put into the model's context
+
+
+@dataclass
+class ToolContext:
+    """What the tools of one conversation share: the settings, the trace asked about (default: the
+    newest loaded) and one open graph database connection."""
+
+    settings: Settings
+    trace: str | None = None
+    stage: Callable[[str], None] | None = None
+    _store: GraphStore | None = field(default=None, repr=False)
+    _traces: dict[str, LoadedTrace] = field(default_factory=dict, repr=False)
+
+    def store(self) -> GraphStore:
+        if self._store is None:
+            self._store = open_store(self.settings, start=True)
+        return self._store
+
+    def resolve(self, ref: str | None = None) -> LoadedTrace:
+        """The trace ``ref`` names (default: the conversation's trace), loaded into the database."""
+        key = ref or self.trace or ""
+        if key not in self._traces:
+            self._traces[key] = loaded_trace(self.store(), key or None, self.settings, stage=self.stage)
+        return self._traces[key]
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+class _TraceArg(BaseModel):
+    trace: str | None = Field(None, description="trace id, name or path; default: the trace of the conversation")
+
+
+class _StepArgs(_TraceArg):
+    step: int | None = Field(None, description="the ProfilerStep number; default: the slowest step")
+    rank: int | None = Field(None, description="the rank; default: the step's slowest rank")
+
+
+class _StepOnly(_TraceArg):
+    step: int | None = Field(None, description="the ProfilerStep number; default: the slowest step")
+
+
+class _SubgraphArgs(_StepArgs):
+    hops: int = Field(1, ge=0, le=3, description="edges to follow out from the critical path")
+    budget_tokens: int = Field(1500, ge=200, le=8000, description="size of the condensed context")
+
+
+class _CompareStepsArgs(_TraceArg):
+    step_a: int = Field(description="the reference step")
+    step_b: int = Field(description="the step compared with it")
+    rank: int | None = Field(None, description="the rank; default: step_b's slowest")
+
+
+class _CompareRunsArgs(BaseModel):
+    base: str = Field(description="the reference run: trace id, name or path")
+    other: str = Field(description="the run compared with it: trace id, name or path")
+
+
+class _SearchArgs(BaseModel):
+    query: str = Field(description="what to look for, in words")
+    k: int = Field(5, ge=1, le=20, description="how many results")
+
+
+class _WhatIfArgs(_StepOnly):
+    edit: str = Field(description="an edit: 'scale op=allreduce x2', 'remove name=REGEX', 'fix CATEGORY', "
+                                  "'data_parallel=8', 'microbatches=4', ...")
+
+
+class _OptimizeArgs(_StepOnly):
+    budget: int = Field(3, ge=1, le=5, description="how many changes the plan may make")
+
+
+class _PlaybookArgs(_SearchArgs):
+    k: int = Field(3, ge=1, le=10, description="how many entries")
+    category: str | None = Field(None, description="only entries for this bottleneck category (e.g. host_pause)")
+
+
+class _NoArgs(BaseModel):
+    pass
+
+
+class _CypherArgs(BaseModel):
+    query: str = Field(description="one read-only Cypher query; $trace is bound to the current trace's id")
+    params: dict[str, str | int | float] = Field(default_factory=dict, description="query parameters")
+
+
+def _json(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    if len(text) > MAX_RESULT_CHARS:
+        text = json.dumps({"truncated": True, "head": text[:MAX_RESULT_CHARS]})
+    return text
+
+
+def _guarded(name: str, fn: Callable[..., Any]) -> Callable[..., str]:
+    def run(**kwargs: Any) -> str:
+        try:
+            return _json(fn(**kwargs))
+        except OracleError as e:
+            return _json({"error": str(e)})
+        except Exception as e:  # noqa: BLE001 - a tool's failure is a message the agent reads, not a crash
+            return _json({"error": f"internal error in {name}: {type(e).__name__}: {e}"})
+    return run
+
+
+def _whatif_summary(p: Any) -> dict[str, Any]:
+    moved = p.moved()
+    return {"step": p.step, "edits": [format_edit(e) for e in p.edits],
+            "baseline_ms": p.baseline_ms, "predicted_ms": p.predicted_ms, "chosen": p.chosen,
+            "best_ms": p.best_ms, "gain_ms": p.gain_ms, "why": p.why, "assumptions": list(p.assumptions),
+            "moved": {k: v[:5] if isinstance(v, list) else v for k, v in moved.items()}}
+
+
+def make_tools(ctx: ToolContext) -> list[BaseTool]:
+    """The tools, bound to one conversation's context."""
+    from bottleneck_oracle.graphdb.adhoc import run_read_only
+    from bottleneck_oracle.retrieval import condense, critical_subgraph, playbook_search, similar_findings
+
+    def traces_() -> dict[str, Any]:
+        rows = list_traces(ctx.store())
+        return {"traces": [{"trace_id": t.trace_id, "name": t.name, "status": t.status, "ranks": t.ranks,
+                            "steps": t.steps, "loaded_at": t.loaded_at} for t in rows]}
+
+    def steps_(trace: str | None = None) -> dict[str, Any]:
+        return step_questions.list_steps(ctx.store(), ctx.resolve(trace))
+
+    def explain(step: int | None = None, rank: int | None = None, trace: str | None = None) -> dict[str, Any]:
+        return step_questions.explain_step(ctx.store(), ctx.resolve(trace), step, rank)
+
+    def subgraph(step: int | None = None, rank: int | None = None, hops: int = 1, budget_tokens: int = 1500,
+                 trace: str | None = None) -> dict[str, Any]:
+        t = ctx.resolve(trace)
+        step, rank = step_questions.pick_step(ctx.store(), t, step, rank)
+        return condense(critical_subgraph(ctx.store(), t.trace_id, step, rank, hops=hops), budget_tokens)
+
+    def compare(step_a: int, step_b: int, rank: int | None = None, trace: str | None = None) -> dict[str, Any]:
+        return step_questions.compare_steps(ctx.store(), ctx.resolve(trace), step_a, step_b, rank)
+
+    def runs(base: str, other: str) -> dict[str, Any]:
+        return step_questions.compare_runs(ctx.store(), ctx.resolve(base), ctx.resolve(other))
+
+    def late(step: int | None = None, trace: str | None = None) -> dict[str, Any]:
+        return step_questions.stragglers(ctx.store(), ctx.resolve(trace), step)
+
+    def similar(query: str, k: int = 5) -> dict[str, Any]:
+        rows = similar_findings(ctx.store(), query, k=k)
+        return {"findings": [dict(r) | {"similarity": round(float(r["similarity"]), 3)} for r in rows]}
+
+    def whatif(edit: str, step: int | None = None, trace: str | None = None) -> dict[str, Any]:
+        t = ctx.resolve(trace)
+        return _whatif_summary(whatif_trace(t.trace_id, [edit], ctx.settings, step=step))
+
+    def optimize(step: int | None = None, budget: int = 3, trace: str | None = None) -> dict[str, Any]:
+        plan = optimize_trace(ctx.resolve(trace).trace_id, ctx.settings, step=step, budget=budget).to_json()
+        plan["candidates"] = plan["candidates"][:6]
+        return plan
+
+    def playbook(query: str, k: int = 3, category: str | None = None) -> dict[str, Any]:
+        if category is None:
+            return {"entries": playbook_search(ctx.store(), query, k=k)}
+        entries = [e for e in playbook_search(ctx.store(), query, k=50) if e["category"] == category]
+        return {"entries": entries[:k], "category": category}
+
+    def cypher(query: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        bound = dict(params or {})
+        if "$trace" in query:
+            bound.setdefault("trace", ctx.resolve(None).trace_id)
+        rows = run_read_only(ctx.store(), query, params=bound)
+        return {"rows": rows, "count": len(rows)}
+
+    specs: list[tuple[str, Callable[..., Any], type[BaseModel], str]] = [
+        ("list_traces", traces_, _NoArgs, "The traces loaded in the graph database: id, name, ranks, steps."),
+        ("list_steps", steps_, _TraceArg, "Every step of a trace with its wall time, the median step and the slow "
+                                         "(step, rank)s with their excess over the rank's median."),
+        ("explain_step", explain, _StepArgs, "Why a step is slow: its wall time and attribution against the rank's "
+                                             "median step, the ops carrying its critical path, and its findings "
+                                             "(cause first)."),
+        ("critical_subgraph", subgraph, _SubgraphArgs, "The critical path of a (step, rank) plus k hops of typed "
+                                                       "edges, condensed: top op classes, categories against the "
+                                                       "median step, collectives and who arrived last."),
+        ("compare_steps", compare, _CompareStepsArgs, "Two steps of one rank compared: wall time, categories, and "
+                                                      "the op classes whose time changed most."),
+        ("compare_runs", runs, _CompareRunsArgs, "Two traces (runs) compared: median step, categories and op "
+                                                 "classes that moved, steps aligned, a verdict with a confidence."),
+        ("stragglers", late, _StepOnly, "Per collective of a step: the rank that arrived last and by how many ms."),
+        ("similar_findings", similar, _SearchArgs, "Findings of every loaded trace nearest to a description: have "
+                                                   "we seen this before, and what fixed it."),
+        ("whatif", whatif, _WhatIfArgs, "Predicts a step's time under an edit with the replay and the graph model, "
+                                        "and says which predictor to trust for that edit and why."),
+        ("optimize", optimize, _OptimizeArgs, "Ranked changes for a step with predicted gains, and a plan of the "
+                                              "best few applied one after another."),
+        ("playbook_search", playbook, _PlaybookArgs, "Optimization playbook entries nearest to a description, "
+                                                     "optionally only those of one bottleneck category."),
+        ("cypher", cypher, _CypherArgs, "One read-only Cypher query over the graph (labels Trace, Rank, Step, Op, "
+                                        "Collective, Finding, Playbook); writes are refused; rows are limited."),
+    ]
+    return [StructuredTool.from_function(func=_guarded(name, fn), name=name, description=doc, args_schema=schema)
+            for name, fn, schema, doc in specs]
+
+
+TOOL_NAMES = ("list_traces", "list_steps", "explain_step", "critical_subgraph", "compare_steps", "compare_runs",
+              "stragglers", "similar_findings", "whatif", "optimize", "playbook_search", "cypher")
+

@@ -1,0 +1,113 @@
+"""``oracle ask`` and ``oracle chat``: questions about the loaded traces, answered by the agent."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+from rich.markup import escape
+
+from bottleneck_oracle.cli._render import print_json, stderr, stdout
+from bottleneck_oracle.config import Settings
+
+if TYPE_CHECKING:
+    from bottleneck_oracle.agent.conversation import Answer
+
+__all__ = ["ask_command", "chat_command"]
+
+_TRACE = typer.Option("--trace", help="The trace: a path (ingested the first time), an id or a name; "
+                                      "default: the newest loaded.")
+_LLM = typer.Option("--llm", help="'offline' (the default planner, no network) or 'openai:MODEL'.")
+_BASE_URL = typer.Option("--base-url", help="An OpenAI-compatible server (vLLM, Ollama, llama.cpp): its /v1 URL.")
+CHAT_HELP = "/trace NAME|PATH  switch trace · /history  the questions so far · /reset  start over · /quit"
+
+
+def _progress(kind: str, details: dict[str, Any]) -> None:
+    """Tool calls as they stream, on stderr (trace strings printed as text, never as markup)."""
+    if kind == "tool_call":
+        args = ", ".join(f"{k}={v!r}" for k, v in details["args"].items())
+        stderr().print(f"[dim]→ {escape(details['name'])}({escape(args)[:160]})[/]", highlight=False)
+    elif kind == "tool_result":
+        state = "ok" if details["ok"] else "error"
+        stderr().print(f"[dim]  {escape(details['name'])}: {state}, {details['ms']} ms[/]", highlight=False)
+    elif kind == "repair":
+        stderr().print("[dim]  grounding check: answer sent back to be repaired[/]", highlight=False)
+
+
+def _print_answer(a: Answer) -> None:
+    stdout().print(escape(a.answer), highlight=False, soft_wrap=True)
+    if not a.grounded:
+        stderr().print(f"[yellow]not grounded:[/] numbers no tool returned: {escape(', '.join(a.ungrounded_numbers))}",
+                       highlight=False)
+
+
+def ask_command(
+    question: Annotated[str, typer.Argument(help="The question, e.g. 'Why is step 3 slow?'.")],
+    trace: Annotated[Optional[str], _TRACE] = None,
+    llm: Annotated[str, _LLM] = "offline",
+    base_url: Annotated[Optional[str], _BASE_URL] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
+) -> None:
+    """Ask one question about a trace; the answer cites the tools' numbers. Exits 2 when the question
+    names something the trace does not have (the answer lists what it has)."""
+    from bottleneck_oracle.agent.conversation import Conversation
+
+    settings = Settings.from_env()
+    stage = None if as_json else (lambda what: stderr().print(f"[dim]{escape(what)}...[/]", highlight=False))
+    with Conversation(settings, trace=trace, llm=llm, base_url=base_url, stage=stage) as conversation:
+        conversation.context.resolve()  # a trace that is not there fails here, in one line (exit 2)
+        answer = conversation.ask(question, None if as_json else _progress)
+    if as_json:
+        print_json(answer.to_json())
+    else:
+        _print_answer(answer)
+    if not answer.answered and any(not c["ok"] for c in answer.tool_calls):
+        raise typer.Exit(2)  # bad input (a step or trace that does not exist): the answer says which
+
+
+def chat_command(
+    trace: Annotated[Optional[str], _TRACE] = None,
+    session: Annotated[Optional[str], typer.Option(
+        help="Keep the conversation under this name in the workspace and resume it next time.")] = None,
+    llm: Annotated[str, _LLM] = "offline",
+    base_url: Annotated[Optional[str], _BASE_URL] = None,
+) -> None:
+    """Talk with the agent: questions one after another, tool calls shown as they run."""
+    from bottleneck_oracle.agent.conversation import Conversation
+    from bottleneck_oracle.errors import OracleError
+
+    settings = Settings.from_env()
+    console = stderr()
+    with Conversation(settings, trace=trace, llm=llm, base_url=base_url, session=session,
+                      stage=lambda what: console.print(f"[dim]{escape(what)}...[/]")) as conversation:
+        earlier = conversation.history()
+        console.print(f"[bold]oracle chat[/] ({llm}{f', session {escape(session)}' if session else ''}"
+                      f"{f', {len(earlier)} earlier question(s)' if earlier else ''}). {CHAT_HELP}", highlight=False)
+        while True:
+            try:
+                line = input("? ").strip()
+            except (EOFError, KeyboardInterrupt):
+                break
+            if not line:
+                continue
+            if line in ("/quit", "/exit"):
+                break
+            if line == "/reset":
+                conversation.reset()
+                console.print("conversation reset")
+                continue
+            if line == "/history":
+                for q, a in conversation.history():
+                    console.print(f"[bold]? {escape(q)}[/]\n{escape(a)}", highlight=False)
+                continue
+            if line.startswith("/trace"):
+                conversation.set_trace(line.removeprefix("/trace").strip() or None)
+                console.print(f"trace: {escape(conversation.context.trace or 'the newest loaded')}", highlight=False)
+                continue
+            if line.startswith("/"):
+                console.print(f"unknown command {escape(line)}; {CHAT_HELP}", highlight=False)
+                continue
+            try:
+                _print_answer(conversation.ask(line, _progress))
+            except OracleError as e:  # a bad question or a down server ends the answer, not the chat
+                console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)

@@ -1,0 +1,240 @@
+"""Questions about the steps of a loaded trace, answered from the graph database: the steps and which
+are slow, one step explained against the median step, two steps or two runs compared, the
+stragglers of each collective. Every result is JSON-ready, times in ms rounded to 3 decimals, so
+the agent's tools, the CLI and the HTTP API show the same numbers.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from bottleneck_oracle.dag.op_classes import COLLECTIVES, OP_CLASSES, classify_strings
+from bottleneck_oracle.dag.types import CATEGORIES
+from bottleneck_oracle.errors import ConfigError
+from bottleneck_oracle.graphdb import GraphStore
+from bottleneck_oracle.workspace.loaded import LoadedTrace
+
+__all__ = ["compare_runs", "compare_steps", "explain_step", "list_steps", "pick_step", "stragglers"]
+
+TOP_OPS = 8
+_CATS = tuple(c.value for c in CATEGORIES)
+
+
+def _ms(value: Any) -> float:
+    return round(float(value or 0.0), 3)
+
+
+def _rows(store: GraphStore, t: LoadedTrace) -> list[dict[str, Any]]:
+    return [dict(r) for r in store.read("trace_steps", {"trace": t.trace_id})]
+
+
+def _breakdown(row: dict[str, Any]) -> dict[str, float]:
+    return {c: _ms(row[f"{c}_ms"]) for c in _CATS}
+
+
+def _complete_steps(rows: list[dict[str, Any]]) -> list[int]:
+    return sorted({r["step"] for r in rows if not r["partial"]})
+
+
+def _median_of(rows: list[dict[str, Any]], rank: int, step: int) -> dict[str, Any] | None:
+    """The median of the rank's other complete steps: wall time and each category, or None below two."""
+    others = [r for r in rows if r["rank"] == rank and r["step"] != step and not r["partial"]]
+    if len(others) < 2:
+        return None
+    out = {"wall_ms": _ms(statistics.median(r["wall_ms"] for r in others)), "steps": len(others)}
+    out["breakdown_ms"] = {c: _ms(statistics.median(r[f"{c}_ms"] for r in others)) for c in _CATS}
+    return out
+
+
+def pick_step(store: GraphStore, t: LoadedTrace, step: int | None, rank: int | None = None) -> tuple[int, int]:
+    """``(step, rank)``: the step asked (default: the slowest slow step, else the longest), on the rank
+    asked (default: its slow rank with the largest excess, else its longest).
+
+    Raises:
+        ConfigError: a step or rank the trace does not have (the message lists those it has).
+    """
+    rows = _rows(store, t)
+    steps = _complete_steps(rows)
+    if not steps:
+        raise ConfigError(f"trace {t.name}: no complete step")
+    if step is None:
+        slow = list(store.read("slow_steps", {"trace": t.trace_id}))
+        longest = max((r for r in rows if not r["partial"]), key=lambda r: r["wall_ms"])
+        step = slow[0]["step"] if slow else longest["step"]
+    if step not in steps:
+        raise ConfigError(f"step {step}: trace {t.name} has no such complete step; its steps are "
+                          f"{', '.join(map(str, steps))}")
+    of_step = [r for r in rows if r["step"] == step and not r["partial"]]
+    ranks = sorted(r["rank"] for r in of_step)
+    if rank is not None:
+        if rank not in ranks:
+            raise ConfigError(f"rank {rank}: step {step} of trace {t.name} has ranks {', '.join(map(str, ranks))}")
+        return step, rank
+    slow = [r for r in of_step if r["slow"]]
+    chosen = max(slow or of_step, key=lambda r: (r["wall_ms"], -r["rank"]))
+    return step, chosen["rank"]
+
+
+def list_steps(store: GraphStore, t: LoadedTrace) -> dict[str, Any]:
+    """Every step (its slowest rank's wall time against the median step) and the slow (step, rank)s."""
+    rows = _rows(store, t)
+    by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by_step[r["step"]].append(r)
+    walls = [max(r["wall_ms"] for r in rs) for s, rs in sorted(by_step.items()) if not any(r["partial"] for r in rs)]
+    steps = []
+    for s, rs in sorted(by_step.items()):
+        top = max(rs, key=lambda r: (r["wall_ms"], -r["rank"]))
+        steps.append({"step": s, "wall_ms": _ms(top["wall_ms"]), "slowest_rank": top["rank"],
+                      "slow": any(r["slow"] for r in rs), "partial": any(r["partial"] for r in rs)})
+    slow = [{"step": r["step"], "rank": r["rank"], "wall_ms": _ms(r["wall_ms"]), "median_ms": _ms(r["median_ms"]),
+             "excess_ms": _ms(r["excess_ms"])} for r in store.read("slow_steps", {"trace": t.trace_id})]
+    return {"trace": t.name, "trace_id": t.trace_id, "ranks": len({r["rank"] for r in rows}),
+            "median_step_ms": _ms(statistics.median(walls)) if walls else None, "steps": steps, "slow_steps": slow}
+
+
+def _findings(store: GraphStore, t: LoadedTrace, step: int) -> list[dict[str, Any]]:
+    return [{"category": f["category"], "step": f["step"], "ranks": list(f["ranks"] or []), "ops": list(f["ops"] or []),
+             "impact_ms": _ms(f["impact_ms"]), "severity": f["severity"], "evidence": f["evidence"]}
+            for f in store.read("step_findings", {"trace": t.trace_id, "step": step})]
+
+
+def _top_ops(store: GraphStore, t: LoadedTrace, step: int, rank: int, k: int = TOP_OPS) -> list[dict[str, Any]]:
+    """The ops (by name) that carry most of the step's critical path; the step's own annotation, which
+    spans the whole step, is left out (its gaps show as idle in the breakdown)."""
+    rows = store.read("top_critical_ops", {"trace": t.trace_id, "step": step, "rank": rank, "k": 10 * k})
+    grouped: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rows:
+        if r["kind"] == "annotation" and r["name"].startswith("ProfilerStep#"):
+            continue
+        g = grouped.setdefault((r["name"], r["kind"]), {"op": r["name"], "kind": r["kind"], "ranks": set(),
+                                                         "count": 0, "critical_us": 0.0, "dur_us": 0.0})
+        g["ranks"].add(r["rank"])
+        g["count"] += 1
+        g["critical_us"] += r["contrib_us"]
+        g["dur_us"] += r["dur_us"]
+    top = sorted(grouped.values(), key=lambda g: -g["critical_us"])[:k]
+    return [{"op": g["op"], "kind": g["kind"], "ranks": sorted(g["ranks"]), "count": g["count"],
+             "critical_ms": _ms(g["critical_us"] / 1000), "dur_ms": _ms(g["dur_us"] / 1000)} for g in top]
+
+
+def explain_step(store: GraphStore, t: LoadedTrace, step: int | None = None, rank: int | None = None) -> dict[str, Any]:
+    """One step on one rank: its wall time and attribution against the rank's median step, the ops
+    that carry its critical path, and the findings that explain it (the cause first)."""
+    step, rank = pick_step(store, t, step, rank)
+    rows = _rows(store, t)
+    row = next(r for r in rows if r["step"] == step and r["rank"] == rank)
+    median = _median_of(rows, rank, step)
+    breakdown = _breakdown(row)
+    out: dict[str, Any] = {"trace": t.name, "step": step, "rank": rank, "wall_ms": _ms(row["wall_ms"]),
+                           "slow": bool(any(r["slow"] for r in rows if r["step"] == step)),
+                           "slow_ranks": sorted(r["rank"] for r in rows if r["step"] == step and r["slow"]),
+                           "breakdown_ms": breakdown}
+    if median is not None:
+        # the analysis's own median and excess (the findings cite them) where the step has them
+        median_ms = _ms(row["median_ms"]) if row.get("median_ms") is not None else median["wall_ms"]
+        excess = _ms(row["excess_ms"]) if row.get("excess_ms") is not None else _ms(row["wall_ms"] - median_ms)
+        out |= {"median_ms": median_ms, "median_of_steps": median["steps"], "excess_ms": excess,
+                "excess_pct": round(100 * excess / median_ms, 1) if median_ms else None,
+                "median_breakdown_ms": median["breakdown_ms"],
+                "delta_ms": dict(sorted(((c, _ms(breakdown[c] - median["breakdown_ms"][c])) for c in _CATS),
+                                        key=lambda kv: -abs(kv[1])))}
+    findings = _findings(store, t, step)
+    out["top_ops"] = _top_ops(store, t, step, rank)
+    out["findings"] = findings
+    major = [f for f in findings if f["severity"] == "major" and f["step"] == step]
+    out["cause"] = major[0] if major and out["slow"] else None
+    return out
+
+
+def compare_steps(store: GraphStore, t: LoadedTrace, step_a: int, step_b: int,
+                  rank: int | None = None) -> dict[str, Any]:
+    """Step ``step_b`` against ``step_a`` on one rank (default: ``step_b``'s slowest): wall time, each
+    category, and the op classes whose time changed most (b - a)."""
+    step_b, rank = pick_step(store, t, step_b, rank)
+    step_a, _ = pick_step(store, t, step_a, rank)
+    rows = {(r["step"], r["rank"]): r for r in _rows(store, t)}
+    a, b = rows[(step_a, rank)], rows[(step_b, rank)]
+    ba, bb = _breakdown(a), _breakdown(b)
+    ops = store.read("compare_steps", {"trace": t.trace_id, "rank": rank, "step_a": step_a, "step_b": step_b,
+                                       "k": TOP_OPS})
+    return {"trace": t.name, "rank": rank, "step_a": step_a, "step_b": step_b, "wall_a_ms": _ms(a["wall_ms"]),
+            "wall_b_ms": _ms(b["wall_ms"]), "delta_ms": _ms(b["wall_ms"] - a["wall_ms"]),
+            "breakdown_delta_ms": dict(sorted(((c, _ms(bb[c] - ba[c])) for c in _CATS), key=lambda kv: -abs(kv[1]))),
+            "ops": [{"op": r["name"], "kind": r["kind"], "count_a": r["count_a"], "count_b": r["count_b"],
+                     "dur_a_ms": _ms(r["dur_a_us"] / 1000), "dur_b_ms": _ms(r["dur_b_us"] / 1000),
+                     "delta_ms": _ms(r["delta_us"] / 1000), "critical_a_ms": _ms(r["contrib_a_us"] / 1000),
+                     "critical_b_ms": _ms(r["contrib_b_us"] / 1000)} for r in ops]}
+
+
+def stragglers(store: GraphStore, t: LoadedTrace, step: int | None = None) -> dict[str, Any]:
+    """Per collective of a step (default: the slowest), the rank that arrived last and by how much
+    against the others' median arrival; per rank, how often it was last; and the straggler the
+    analysis found (a rank is one only when a ``straggler_rank`` finding says so: some rank is always
+    last, by a little)."""
+    step, _ = pick_step(store, t, step)
+    rows = store.read("collective_stragglers", {"trace": t.trace_id, "step": step})
+    collectives = [{"collective": r["instance"], "kind": r["kind"], "last_rank": r["slowest_rank"], "op": r["op"],
+                    "late_ms": _ms(r["lateness_us"] / 1000), "members": r["members"]} for r in rows]
+    per_rank: dict[int, list[float]] = defaultdict(list)
+    for c in collectives:
+        per_rank[c["last_rank"]].append(c["late_ms"])
+    ranks = sorted(({"rank": k, "last_in": len(v), "max_late_ms": max(v), "total_late_ms": _ms(sum(v))}
+                    for k, v in per_rank.items()), key=lambda r: -r["total_late_ms"])
+    found = [f for f in _findings(store, t, step) if f["category"] == "straggler_rank" and f["step"] == step]
+    return {"trace": t.name, "step": step, "collectives": collectives, "by_rank": ranks, "findings": found,
+            "straggler": found[0]["ranks"][0] if found and found[0]["ranks"] else None}
+
+
+def _run_profile(store: GraphStore, t: LoadedTrace) -> dict[str, Any]:
+    """A run in a few numbers: per step the slowest rank's row, the median step, its critical ops."""
+    rows = [r for r in _rows(store, t) if not r["partial"]]
+    if not rows:
+        raise ConfigError(f"trace {t.name}: no complete step to compare")
+    by_step: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        if r["step"] not in by_step or r["wall_ms"] > by_step[r["step"]]["wall_ms"]:
+            by_step[r["step"]] = r
+    walls = [r["wall_ms"] for r in by_step.values()]
+    median = statistics.median(walls)
+    middle = min(by_step.values(), key=lambda r: (abs(r["wall_ms"] - median), r["step"]))
+    ops = store.read("top_critical_ops", {"trace": t.trace_id, "step": middle["step"], "rank": middle["rank"], "k": 40})
+    return {"steps": by_step, "median_ms": median, "spread_ms": statistics.median(abs(w - median) for w in walls),
+            "breakdown_ms": {c: statistics.median(r[f"{c}_ms"] for r in by_step.values()) for c in _CATS},
+            "ops": {r["name"]: r["contrib_us"] / 1000 for r in ops}, "median_step": middle["step"]}
+
+
+def compare_runs(store: GraphStore, base: LoadedTrace, other: LoadedTrace) -> dict[str, Any]:
+    """Run ``other`` against run ``base``: median step times, the categories and the op classes of the
+    median step's critical path that moved, steps aligned by position, and a verdict with a confidence
+    from how the difference compares with the spread of each run's steps."""
+    a, b = _run_profile(store, base), _run_profile(store, other)
+    delta = b["median_ms"] - a["median_ms"]
+    spread = max(a["spread_ms"], b["spread_ms"], 1e-3)
+    confidence = "high" if abs(delta) > 3 * spread else "medium" if abs(delta) > spread else "low"
+    names = sorted(a["ops"].keys() | b["ops"].keys())
+    op_class, collective, _ = classify_strings(tuple(names))
+    by_class: dict[str, float] = defaultdict(float)
+    for name, o, c in zip(names, op_class.tolist(), collective.tolist()):
+        label = COLLECTIVES[c] if c >= 0 else OP_CLASSES[o][0] if o >= 0 else "other"
+        by_class[label] += b["ops"].get(name, 0.0) - a["ops"].get(name, 0.0)
+    moved_ops = sorted(((n, b["ops"].get(n, 0.0) - a["ops"].get(n, 0.0)) for n in names), key=lambda kv: -abs(kv[1]))
+    categories = dict(sorted(((c, _ms(b["breakdown_ms"][c] - a["breakdown_ms"][c])) for c in _CATS),
+                             key=lambda kv: -abs(kv[1])))
+    aligned = [{"position": i, "step_base": sa, "step_other": sb, "base_ms": _ms(a["steps"][sa]["wall_ms"]),
+                "other_ms": _ms(b["steps"][sb]["wall_ms"]),
+                "delta_ms": _ms(b["steps"][sb]["wall_ms"] - a["steps"][sa]["wall_ms"])}
+               for i, (sa, sb) in enumerate(zip(sorted(a["steps"]), sorted(b["steps"])))]
+    top_category = next(iter(categories))
+    slower = "slower" if delta > 0 else "faster"
+    return {"base": base.name, "other": other.name, "base_median_ms": _ms(a["median_ms"]),
+            "other_median_ms": _ms(b["median_ms"]), "delta_ms": _ms(delta),
+            "delta_pct": round(100 * delta / a["median_ms"], 1) if a["median_ms"] else None,
+            "spread_ms": _ms(spread), "confidence": confidence, "category_delta_ms": categories,
+            "op_class_delta_ms": dict(sorted(((k, _ms(v)) for k, v in by_class.items()), key=lambda kv: -abs(kv[1]))),
+            "ops_moved": [{"op": n, "delta_ms": _ms(d)} for n, d in moved_ops[:TOP_OPS] if abs(d) >= 1e-3],
+            "steps": aligned,
+            "verdict": f"{other.name} is {slower} than {base.name} by {abs(_ms(delta))} ms per median step; the "
+                       f"largest change is in {top_category} ({categories[top_category]} ms)"}

@@ -1,0 +1,40 @@
+"""Agent fixtures: a workspace whose embedded FalkorDB holds the shipped example, ingested once per
+session the way a user does it (``workspace.ingest``), and a conversation over it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bottleneck_oracle.config import Settings
+from bottleneck_oracle.graphdb import stop_server
+from bottleneck_oracle.workspace.ingest import ingest
+from tests.conftest import REAL, REPO
+
+GPT = REPO / "examples" / "gpt_2rank"  # real 2-rank gloo capture: rank 1 pauses 150 ms in step 5
+DLRM = REAL / "param" / "dlrm_8rank_kineto"  # real 8-rank NCCL job
+
+
+@pytest.fixture(scope="session")
+def agent_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A workspace with gpt_2rank ingested; its server stops at the end of the session."""
+    home = tmp_path_factory.mktemp("agent_home")
+    ingest([GPT], Settings(home=home, workers=2))
+    yield home
+    stop_server(home)
+
+
+@pytest.fixture(scope="session")
+def agent_settings(agent_home: Path) -> Settings:
+    return Settings(home=agent_home, workers=2)
+
+
+@pytest.fixture(scope="session")
+def conversation(agent_settings: Settings) -> Iterator[object]:
+    """One offline conversation over gpt_2rank, shared by the tests that only ask."""
+    from bottleneck_oracle.agent.conversation import Conversation
+
+    with Conversation(agent_settings, trace="gpt_2rank") as c:
+        yield c

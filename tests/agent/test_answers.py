@@ -1,0 +1,50 @@
+"""The offline answers: templates filled with tool values only, so the grounding check passes."""
+
+from __future__ import annotations
+
+import json
+
+from bottleneck_oracle.agent.answers import write_answer
+from bottleneck_oracle.agent.grounding import ungrounded
+from bottleneck_oracle.agent.intents import read_slots
+from bottleneck_oracle.agent.planner import Result
+
+EXPLAINED = {"trace": "t", "step": 4, "rank": 0, "wall_ms": 80.25, "slow": True, "median_ms": 40.5,
+             "excess_ms": 39.75, "delta_ms": {"data_loading": 39.0, "cpu": -0.5, "idle": 0.0},
+             "findings": [{"category": "dataloader_stall", "step": 4, "ranks": [0], "ops": ["## load_batch ##"],
+                           "impact_ms": 39.0, "severity": "major", "evidence": "rank 0 waited 39.0 ms for data"}],
+             "cause": {"category": "dataloader_stall", "step": 4, "ranks": [0], "ops": ["## load_batch ##"],
+                       "impact_ms": 39.0, "severity": "major", "evidence": "rank 0 waited 39.0 ms for data"}}
+WHATIF = {"step": 4, "edits": ["fix dataloader_stall"], "baseline_ms": 80.25, "predicted_ms": {"replay": 41.25},
+          "chosen": "replay", "best_ms": 41.25, "gain_ms": 39.0, "why": "no recorded score", "moved": {}}
+
+
+def _answer(intent: str, question: str, *results: Result) -> str:
+    text = write_answer(intent, read_slots(question), list(results))
+    sources = [question] + [json.dumps(r.data) for r in results]
+    assert ungrounded(text, sources) == []
+    return text
+
+
+def test_why_slow_answer_names_step_rank_ops_ms_median_and_fix() -> None:
+    text = _answer("why_slow", "why is step 4 slow?", Result("explain_step", {}, EXPLAINED),
+                   Result("whatif", {}, WHATIF),
+                   Result("playbook_search", {}, {"entries": [{"title": "Prefetch", "remedy": "more workers",
+                                                               "category": "dataloader_stall"}]}))
+    for fact in ("Step 4", "80.25 ms", "rank 0", "40.5 ms", "dataloader_stall", "'## load_batch ##'", "41.25 ms",
+                 "39.0 ms saved", "replay", "Prefetch"):
+        assert fact in text
+
+
+def test_a_step_without_cause_is_not_anomalous() -> None:
+    normal = EXPLAINED | {"slow": False, "cause": None, "findings": []}
+    assert "not anomalous" in _answer("why_slow", "why is step 4 slow?", Result("explain_step", {}, normal))
+    assert "No step of trace t is anomalous" in _answer("why_slow", "why is it slow?",
+                                                        Result("explain_step", {}, normal))
+
+
+def test_errors_and_out_of_scope_say_so() -> None:
+    assert _answer("why_slow", "q", Result("explain_step", {}, {"error": "step 9: no such step"})).startswith(
+        "I cannot answer this: step 9")
+    assert _answer("out_of_scope", "tell me a joke").startswith("I cannot answer that")
+    assert "I cannot tell which change" in _answer("whatif", "what if it were better")

@@ -1,0 +1,121 @@
+"""The offline planner's reading of a question: every intent asked many ways gives one tool plan.
+
+The paraphrases here are not the examples of ``prompts/intents.yaml`` (a test asserts that): they
+are what a user might type, and they must land on their intent by meaning, not by wording.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bottleneck_oracle.agent.intents import classify, read_slots
+from bottleneck_oracle.agent.planner import Call, next_calls
+from bottleneck_oracle.prompts import load_yaml
+
+# intent -> (the first round of tool calls every paraphrase must give, the paraphrases)
+PARAPHRASES: dict[str, tuple[list[Call], list[str]]] = {
+    "why_slow": ([Call("explain_step", {"step": 5})], [
+        "what makes iteration 5 so slow",
+        "step 5 takes forever, why?",
+        "can you explain why step 5 is so long",
+        "why did step 5 blow up",
+        "something is off with step 5, what is it?",
+        "step 5 is way slower than the rest - what happened?",
+    ]),
+    "straggler": ([Call("stragglers", {})], [
+        "who is the straggler here",
+        "is one rank slower than the others",
+        "which rank keeps everybody waiting at the collectives",
+        "which worker is the slowpoke",
+        "find the rank that lags behind",
+    ]),
+    "critical_path": ([Call("critical_subgraph", {"step": 5})], [
+        "what's on the critical path for step 5",
+        "which ops make up the longest path in step 5",
+        "what dominates the critical path of iteration 5",
+        "show the chain of operations that determines step 5's duration",
+        "trace the critical path through step 5",
+    ]),
+    "compare_steps": ([Call("compare_steps", {"step_a": 3, "step_b": 5})], [
+        "compare iteration 5 to iteration 3",
+        "how is step 5 different from step 3",
+        "step 5 versus step 3: what changed",
+        "what distinguishes step 5 from step 3",
+        "diff step 5 against step 3",
+    ]),
+    "compare_runs": ([Call("list_traces", {})], [
+        "why is the new run slower than the old run",
+        "compare this run with the last one",
+        "what got worse between the two jobs",
+        "is this run slower than the baseline run, and why",
+        "how do the two profiles compare",
+    ]),
+    "whatif": ([Call("whatif", {"edit": "scale op=allreduce x2"})], [
+        "how would the step time change if all-reduce ran 2 times faster",
+        "what if allreduce took half the time",
+        "suppose the all reduce were twice as fast, what then?",
+        "predict the step time with a 2x faster all-reduce",
+        "what do we gain if all-reduce gets 2x quicker",
+    ]),
+    "optimize": ([Call("optimize", {"budget": 3})], [
+        "what is the first thing I should fix",
+        "what's the single best change to speed things up",
+        "how should I speed up this job",
+        "which optimization should I try first",
+        "tell me what to change to make training faster",
+    ]),
+    "seen_before": ([Call("explain_step", {})], [
+        "have we run into this before",
+        "did any other job show the same problem",
+        "is this a recurring problem across our runs",
+        "was this bottleneck already seen in an earlier trace",
+        "do past traces have the same finding",
+    ]),
+    "list_steps": ([Call("list_steps", {})], [
+        "show me the step times",
+        "how long did every step take",
+        "give me the duration of each iteration",
+        "list all iterations with their wall time",
+        "what are the per-step timings",
+    ]),
+    "out_of_scope": ([], [
+        "what's the weather in Paris",
+        "write a haiku about GPUs",
+        "who is the president of Brazil",
+        "recommend a good movie",
+        "what is 2 plus 2 in Roman numerals",
+    ]),
+}
+
+
+def _plan(question: str) -> list[Call]:
+    return next_calls(classify(question).name, read_slots(question), question, []) or []
+
+
+@pytest.mark.parametrize("intent", sorted(PARAPHRASES))
+def test_every_paraphrase_gives_the_same_tool_plan(intent: str) -> None:
+    expected, questions = PARAPHRASES[intent]
+    assert len(questions) >= 5
+    got = {q: (classify(q).name, _plan(q)) for q in questions}
+    wrong = {q: g for q, g in got.items() if g != (intent, expected)}
+    assert wrong == {}
+
+
+def test_paraphrases_are_not_the_examples() -> None:
+    examples = {q.lower() for questions in load_yaml("intents").values() for q in questions}
+    assert examples.isdisjoint(q.lower() for _, qs in PARAPHRASES.values() for q in qs)
+
+
+def test_slots_read_steps_in_the_order_written_and_ranks_factors_targets() -> None:
+    s = read_slots("why is step 7 slower than step 2 on rank 3 if the all-gather were 1.5x faster")
+    assert (s.steps, s.ranks, s.factor, s.target) == ((7, 2), (3,), 1.5, "op=allgather")
+    assert read_slots("ProfilerStep#12 and the 4th step").steps == (12, 4)
+    assert read_slots("what if we used 8 data parallel replicas").data_parallel == 8
+    assert read_slots("with 4 micro-batches").microbatches == 4
+    assert read_slots("if the host pause were fixed").category == "host_pause"
+    assert read_slots("how long does aten::mm take").names == ("aten::mm",)
+    assert read_slots("is the step normal").target is None  # 'normal' is not a norm layer
+
+
+def test_numbers_do_not_change_the_intent() -> None:
+    assert classify("why is step 3 slow?").name == classify("why is step 3817 slow?").name == "why_slow"

@@ -1,0 +1,47 @@
+"""``oracle ask`` as a user runs it: a real process over the session's workspace (gpt_2rank loaded)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from tests.conftest import run_oracle
+
+
+def _env(home: Path) -> dict[str, str]:
+    return {**os.environ, "ORACLE_HOME": str(home)}
+
+
+def test_ask_json_prints_the_documented_shape(agent_home: Path) -> None:
+    out = run_oracle("ask", "Why is step 5 slow?", "--json", "--trace", "gpt_2rank", env=_env(agent_home))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert {"answer", "answered", "step", "cause", "evidence", "suggestions", "tool_calls", "llm", "grounded",
+            "ungrounded_numbers"} <= set(doc)
+    assert doc["cause"] == {"category": "host_pause", "ranks": [1], "ops": doc["cause"]["ops"],
+                            "impact_ms": doc["cause"]["impact_ms"]} and doc["cause"]["ops"]
+    assert doc["llm"] == "offline" and doc["grounded"] is True and doc["suggestions"][0]["gain_ms"] > 100
+
+
+def test_ask_streams_tool_progress_on_stderr_and_answers_on_stdout(agent_home: Path) -> None:
+    out = run_oracle("ask", "which rank is the straggler?", "--trace", "gpt_2rank", env=_env(agent_home))
+    assert out.returncode == 0 and "→ stragglers(" in out.stderr and "Rank 1 is the straggler" in out.stdout
+
+
+def test_a_step_that_does_not_exist_exits_2_naming_the_steps(agent_home: Path) -> None:
+    out = run_oracle("ask", "why is step 99 slow?", "--trace", "gpt_2rank", env=_env(agent_home))
+    assert out.returncode == 2 and "step 99" in out.stdout and "2, 3, 4, 5, 6, 7" in out.stdout
+
+
+def test_an_unknown_trace_exits_2_in_one_line(agent_home: Path) -> None:
+    out = run_oracle("ask", "why is step 5 slow?", "--trace", "no-such-run", env=_env(agent_home))
+    assert out.returncode == 2 and "no-such-run" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_an_empty_workspace_says_how_to_load_a_trace(tmp_path: Path) -> None:
+    out = run_oracle("ask", "why is step 5 slow?", env=_env(tmp_path))
+    assert out.returncode == 2 and "oracle ingest" in out.stderr
+    from bottleneck_oracle.graphdb import stop_server
+
+    stop_server(tmp_path)
