@@ -54,7 +54,7 @@ def _why_slow(results: list[Result], intent: str) -> list[str]:
                       gain_ms=w["gain_ms"], chosen=w["chosen"]))
     entries = _remedies(_get(results, "playbook_search"), cause["category"])
     if entries:
-        out.append(_t("remedy", remedies="; ".join(f"{r['title']}: {r['remedy']}" for r in entries)))
+        out.append(_t("remedy", remedies="; ".join(f"{r['title']}: {r['remedy'].rstrip('.')}" for r in entries)))
     return out
 
 
@@ -136,6 +136,10 @@ def _optimize(o: dict[str, Any]) -> list[str]:
     remedies = next((c["remedies"] for c in o["candidates"] if c["edit"] == first["edit"] and c["remedies"]), [])
     if remedies:
         out.append(_t("optimize_remedies", remedies="; ".join(remedies[:3])))
+    others = [c for c in o["candidates"] if c["edit"] != first["edit"] and (c["gain_ms"] or 0) > 0][:3]
+    if others:
+        out.append(_t("optimize_others", others="; ".join(
+            f"`{c['edit']}` ({c['category']}) {c['gain_ms']} ms ({c['predictor']})" for c in others)))
     return out
 
 
@@ -155,7 +159,7 @@ def _seen(results: list[Result]) -> list[str]:
         out.append(_t("seen_none"))
     entries = _remedies(p, cause.get("category"))
     if entries:
-        out.append(_t("seen_fix", remedies="; ".join(f"{r['title']}: {r['remedy']}" for r in entries)))
+        out.append(_t("seen_fix", remedies="; ".join(f"{r['title']}: {r['remedy'].rstrip('.')}" for r in entries)))
     return out
 
 

@@ -19,7 +19,7 @@ from bottleneck_oracle.agent.graph import RECURSION_LIMIT, build_agent
 from bottleneck_oracle.agent.llms import DEFAULT_LLM, chat_model
 from bottleneck_oracle.agent.offline import turn, turn_results
 from bottleneck_oracle.agent.planner import Result
-from bottleneck_oracle.agent.tools import ToolContext, make_tools
+from bottleneck_oracle.agent.tools import ToolContext, args_key, make_tools
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.errors import ModelError, one_line
 
@@ -78,10 +78,17 @@ def _structured(results: list[Result]) -> dict[str, Any]:
         suggestions.append({"remedy": remedy or w["edits"][0], "edit": "; ".join(w["edits"]),
                             "predicted_ms": w["best_ms"],
                             "gain_ms": w["gain_ms"], "predictor": w["chosen"]})
-    for p in ok.get("optimize", {}).get("plan", []):
+    plan = ok.get("optimize", {}).get("plan", [])
+    for p in plan:
         remedies = next((c["remedies"] for c in ok["optimize"]["candidates"] if c["edit"] == p["edit"]), [])
         suggestions.append({"remedy": remedies[0] if remedies else p["category"], "edit": p["edit"],
                             "predicted_ms": p["predicted_ms"], "gain_ms": p["gain_ms"], "predictor": p["predictor"]})
+    planned = {p["edit"] for p in plan}
+    for c in ok.get("optimize", {}).get("candidates", []):  # the rest, each predicted alone
+        if c["edit"] not in planned and (c["gain_ms"] or 0) > 0:
+            suggestions.append({"remedy": c["remedies"][0] if c["remedies"] else c["category"], "edit": c["edit"],
+                                "predicted_ms": c["predicted_ms"], "gain_ms": c["gain_ms"],
+                                "predictor": c["predictor"]})
     return {"step": step, "cause": cause, "evidence": evidence, "suggestions": suggestions}
 
 
@@ -145,6 +152,7 @@ class Conversation:
         tell = on_event or (lambda *_: None)
         start = time.perf_counter()
         calls: dict[str, dict[str, Any]] = {}
+        self.context.timings.clear()
         try:
             for update in self.agent.stream({"messages": [HumanMessage(question)], "repairs": 0}, self._config(),
                                             stream_mode="updates"):
@@ -152,11 +160,12 @@ class Conversation:
                     for m in (change or {}).get("messages", []):
                         if isinstance(m, AIMessage):
                             for c in m.tool_calls:
-                                calls[c["id"]] = {"name": c["name"], "args": c["args"], "started": time.perf_counter()}
+                                calls[c["id"]] = {"name": c["name"], "args": c["args"]}
                                 tell("tool_call", {"name": c["name"], "args": c["args"]})
                         elif isinstance(m, ToolMessage) and m.tool_call_id in calls:
                             call = calls[m.tool_call_id]
-                            call["ms"] = round(1000 * (time.perf_counter() - call.pop("started")), 1)
+                            # a tool that ran reports its own time; arguments refused before it ran took none
+                            call["ms"] = _took(self.context.timings, call)
                             call["ok"] = m.status != "error" and not str(m.content).startswith('{"error"')
                             tell("tool_result", {"name": call["name"], "ms": call["ms"], "ok": call["ok"]})
                         elif isinstance(m, HumanMessage) and node == "ground":
@@ -194,6 +203,17 @@ class Conversation:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _took(timings: list[tuple[str, str, float]], call: dict[str, Any]) -> float | None:
+    """The time the tool of ``call`` recorded (the first record of that tool with these arguments,
+    else of that tool), taken once; None when it never ran."""
+    key = (call["name"], args_key(call["args"]))
+    for i, (name, args, ms) in sorted(enumerate(timings), key=lambda t: (t[1][:2] != key, t[0])):
+        if name == call["name"]:
+            del timings[i]
+            return ms
+    return None
 
 
 def _model_error(e: Exception) -> Exception:

@@ -140,8 +140,9 @@ def next_calls(intent: str, slots: Slots, question: str, results: list[Result]) 
             return None
         return [Call("whatif", {"edit": edit} | ({"step": slots.step} if slots.step is not None else {}))]
     if intent == "optimize":
+        # the first change and the ranked candidates; a longer plan re-analyses the job after each change
         return None if done else [Call("optimize", ({"step": slots.step} if slots.step is not None else {})
-                                       | {"budget": 3})]
+                                       | {"budget": 1})]
     if intent == "list_steps":
         return None if done else [Call("list_steps", {})]
     if intent == "list_traces":

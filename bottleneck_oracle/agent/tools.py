@@ -9,6 +9,7 @@ lists those that do). The same tools are served over MCP (``agent/mcp_server.py`
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ from bottleneck_oracle.workspace import steps as step_questions
 from bottleneck_oracle.workspace.loaded import LoadedTrace, loaded_trace
 from bottleneck_oracle.workspace.whatif import optimize_trace, whatif_trace
 
-__all__ = ["TOOL_NAMES", "ToolContext", "make_tools"]
+__all__ = ["TOOL_NAMES", "ToolContext", "args_key", "make_tools"]
 
 MAX_RESULT_CHARS = 12_000  # what one tool result may put into the model's context
 
@@ -37,6 +38,7 @@ class ToolContext:
     settings: Settings
     trace: str | None = None
     stage: Callable[[str], None] | None = None
+    timings: list[tuple[str, str, float]] = field(default_factory=list, repr=False)  # (tool, args JSON, ms)
     _store: GraphStore | None = field(default=None, repr=False)
     _traces: dict[str, LoadedTrace] = field(default_factory=dict, repr=False)
 
@@ -122,14 +124,22 @@ def _json(value: Any) -> str:
     return text
 
 
-def _guarded(name: str, fn: Callable[..., Any]) -> Callable[..., str]:
+def args_key(args: dict[str, Any]) -> str:
+    """The arguments of a call as one comparable text."""
+    return json.dumps({k: v for k, v in args.items() if v is not None}, sort_keys=True, default=str)
+
+
+def _guarded(ctx: ToolContext, name: str, fn: Callable[..., Any]) -> Callable[..., str]:
     def run(**kwargs: Any) -> str:
+        start = time.perf_counter()
         try:
             return _json(fn(**kwargs))
         except OracleError as e:
             return _json({"error": str(e)})
         except Exception as e:  # noqa: BLE001 - a tool's failure is a message the agent reads, not a crash
             return _json({"error": f"internal error in {name}: {type(e).__name__}: {e}"})
+        finally:
+            ctx.timings.append((name, args_key(kwargs), round(1000 * (time.perf_counter() - start), 1)))
     return run
 
 
@@ -181,7 +191,10 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
         return _whatif_summary(whatif_trace(t.trace_id, [edit], ctx.settings, step=step))
 
     def optimize(step: int | None = None, budget: int = 3, trace: str | None = None) -> dict[str, Any]:
-        plan = optimize_trace(ctx.resolve(trace).trace_id, ctx.settings, step=step, budget=budget).to_json()
+        # ranked by the replay alone: the graph model costs most of a second per candidate on a large step, and
+        # for fixes (most candidates) its recorded error is no lower; `whatif` gives the model's view of one
+        plan = optimize_trace(ctx.resolve(trace).trace_id, ctx.settings, step=step, budget=budget,
+                              model=False).to_json()
         plan["candidates"] = plan["candidates"][:6]
         return plan
 
@@ -217,14 +230,15 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
                                                    "we seen this before, and what fixed it."),
         ("whatif", whatif, _WhatIfArgs, "Predicts a step's time under an edit with the replay and the graph model, "
                                         "and says which predictor to trust for that edit and why."),
-        ("optimize", optimize, _OptimizeArgs, "Ranked changes for a step with predicted gains, and a plan of the "
-                                              "best few applied one after another."),
+        ("optimize", optimize, _OptimizeArgs, "Ranked changes for a step with gains predicted by the replay, and a "
+                                              "plan of the best few applied one after another (ask whatif for the "
+                                              "graph model's view of one change)."),
         ("playbook_search", playbook, _PlaybookArgs, "Optimization playbook entries nearest to a description, "
                                                      "optionally only those of one bottleneck category."),
         ("cypher", cypher, _CypherArgs, "One read-only Cypher query over the graph (labels Trace, Rank, Step, Op, "
                                         "Collective, Finding, Playbook); writes are refused; rows are limited."),
     ]
-    return [StructuredTool.from_function(func=_guarded(name, fn), name=name, description=doc, args_schema=schema)
+    return [StructuredTool.from_function(func=_guarded(ctx, name, fn), name=name, description=doc, args_schema=schema)
             for name, fn, schema, doc in specs]
 
 

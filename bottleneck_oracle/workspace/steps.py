@@ -144,8 +144,9 @@ def explain_step(store: GraphStore, t: LoadedTrace, step: int | None = None, ran
     findings = _findings(store, t, step)
     out["top_ops"] = _top_ops(store, t, step, rank)
     out["findings"] = findings
-    major = [f for f in findings if f["severity"] == "major" and f["step"] == step]
-    out["cause"] = major[0] if major and out["slow"] else None
+    # the cause of a slow step; a trace too short to have a median step can only be judged by its findings
+    major = [f for f in findings if f["severity"] == "major" and f["step"] in (step, None)]
+    out["cause"] = major[0] if major and (out["slow"] or median is None) else None
     return out
 
 

@@ -57,7 +57,7 @@ PARAPHRASES: dict[str, tuple[list[Call], list[str]]] = {
         "predict the step time with a 2x faster all-reduce",
         "what do we gain if all-reduce gets 2x quicker",
     ]),
-    "optimize": ([Call("optimize", {"budget": 3})], [
+    "optimize": ([Call("optimize", {"budget": 1})], [
         "what is the first thing I should fix",
         "what's the single best change to speed things up",
         "how should I speed up this job",

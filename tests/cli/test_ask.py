@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import run_oracle
@@ -45,3 +47,20 @@ def test_an_empty_workspace_says_how_to_load_a_trace(tmp_path: Path) -> None:
     from bottleneck_oracle.graphdb import stop_server
 
     stop_server(tmp_path)
+
+
+def _chat(home: Path, lines: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bottleneck_oracle", "chat", *args], input="\n".join(lines) + "\n",
+                          capture_output=True, text=True, timeout=300, env=_env(home))
+
+
+def test_chat_answers_in_turn_switches_trace_and_resumes_a_session(agent_home: Path) -> None:
+    first = _chat(agent_home, ["which rank is the straggler in step 5?", "/trace no-such-run", "why is step 5 slow?",
+                               "/trace gpt_2rank", "/bogus", "/quit"], "--session", "cli-chat", "--trace", "gpt_2rank")
+    assert first.returncode == 0, first.stderr
+    assert "Rank 1 is the straggler" in first.stdout and "→ stragglers(" in first.stderr
+    assert "no-such-run" in first.stdout + first.stderr  # a bad trace ends that answer, not the chat
+    assert "unknown command /bogus" in first.stderr
+    again = _chat(agent_home, ["/history", "/quit"], "--session", "cli-chat")
+    assert again.returncode == 0 and "2 earlier question(s)" in again.stderr
+    assert "which rank is the straggler in step 5?" in again.stderr
