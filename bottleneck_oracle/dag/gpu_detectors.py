@@ -14,8 +14,6 @@ from bottleneck_oracle.dag.types import Bottleneck, Category, NodeKind, Role
 
 __all__ = ["gpu_busy_ns", "host_bound", "host_syncs", "p2p_nodes", "pipeline_bubbles"]
 
-_P2P_OPS = ("send/recv (SendRecv kernels)",)
-
 
 def gpu_busy_ns(g: ExecGraph) -> np.ndarray:
     """int64[steps]: time some GPU stream of each step's rank computed or copied inside the step's
@@ -109,6 +107,14 @@ def host_syncs(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[
     return out
 
 
+def _p2p_names(g: ExecGraph, nodes: np.ndarray, top: int = 3) -> tuple[str, ...]:
+    """The names of the send/recv ops among ``nodes`` (bool[N]), most time first."""
+    time: dict[str, int] = defaultdict(int)
+    for x in np.flatnonzero(nodes).tolist():
+        time[g.node_name(x)] += int(g.dur_ns[x])
+    return tuple(sorted(time, key=lambda name: (-time[name], name))[:top])
+
+
 def pipeline_bubbles(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[Finding]:
     """Pipeline stages whose GPU idles waiting for activations or gradients from a neighbour stage."""
     p2p = p2p_nodes(g)
@@ -127,7 +133,8 @@ def pipeline_bubbles(g: ExecGraph, reports: list[StepReport], slow: set[int]) ->
                      and idle[i] - _peers(idle, i) >= max(MIN_NS, 0.10 * _peers(walls, i))]
         for i in anomalies:
             out.append(Finding(
-                Bottleneck.PIPELINE_BUBBLE, mine[i].step, (rank,), _P2P_OPS, ms(idle[i] - _peers(idle, i)),
+                Bottleneck.PIPELINE_BUBBLE, mine[i].step, (rank,),
+                _p2p_names(g, own & (g.step_row == row_of[(mine[i].step, rank)])), ms(idle[i] - _peers(idle, i)),
                 f"rank {rank} step {mine[i].step}: the GPU idled {ms(idle[i])} ms against a median of "
                 f"{ms(_peers(idle, i))} ms in the rank's other steps, waiting on send/recv with rank(s) {with_ranks}",
             ))
@@ -137,7 +144,7 @@ def pipeline_bubbles(g: ExecGraph, reports: list[StepReport], slow: set[int]) ->
                           for r in mine], dtype=np.float64) / walls
         if not anomalies and ((share >= 0.2) & (waits >= 0.1)).sum() * 2 >= len(mine):
             out.append(Finding(
-                Bottleneck.PIPELINE_BUBBLE, None, (rank,), _P2P_OPS, ms(np.median(idle)),
+                Bottleneck.PIPELINE_BUBBLE, None, (rank,), _p2p_names(g, own), ms(np.median(idle)),
                 f"rank {rank}: a pipeline stage whose GPU idles {np.median(share):.0%} of each step "
                 f"(median {ms(np.median(idle))} ms) waiting for activations or gradients from rank(s) {with_ranks}",
             ))

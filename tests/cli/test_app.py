@@ -28,6 +28,11 @@ def test_cli_flag_set_is_frozen() -> None:
     assert flags["chat"] == ["base_url", "llm", "session", "trace"]
     dataset = group.commands["dataset"].commands  # type: ignore[attr-defined]
     assert sorted(p.name for p in dataset["build"].params) == ["n", "out_dir", "seed"]
+    evals = group.commands["eval"]
+    assert sorted(p.name for p in evals.params) == ["as_json", "base_url", "cases", "llm", "report", "suite"]
+    assert {name: sorted(p.name for p in cmd.params) for name, cmd in evals.commands.items()} == {  # type: ignore[attr-defined]
+        "run": ["as_json", "base_url", "cases", "llm", "report", "suite"],
+        "compare": ["as_json", "new", "old", "tolerance"], "make-cases": ["large", "out"]}
     db = group.commands["db"].commands  # type: ignore[attr-defined]
     assert {name: sorted(p.name for p in cmd.params) for name, cmd in db.items()} == \
         {"start": [], "stop": [], "status": ["as_json"]}
