@@ -62,4 +62,5 @@ def test_run_latency_asks_the_offline_agent(tmp_path: Path) -> None:
     assert row.passed and m["n"] == 1 and m["latency_p50_s"] == m["latency_p95_s"] > 0
     assert m["tool_calls_mean"] >= 1 and "explain_step" in m["tools"]
     assert m["tools"]["explain_step"]["p50_ms"] > 0 and m["tools"]["explain_step"]["failed"] == 0
-    assert sum(row.details["tool_ms"].values()) / 1000 < row.details["seconds"][0]
+    # the tools of one round run side by side, so each (not their sum) fits inside the question's time
+    assert max(row.details["tool_ms"].values()) / 1000 < row.details["seconds"][0]
