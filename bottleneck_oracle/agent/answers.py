@@ -9,7 +9,7 @@ from bottleneck_oracle.agent.intents import Slots
 from bottleneck_oracle.agent.planner import Result, edit_for
 from bottleneck_oracle.prompts import load_yaml
 
-__all__ = ["missing_tools", "write_answer"]
+__all__ = ["missing_tools", "remedies_first", "write_answer"]
 
 
 def _t(name: str, **values: Any) -> str:
@@ -52,13 +52,13 @@ def _why_slow(results: list[Result], intent: str) -> list[str]:
     if w and "error" not in w:
         out.append(_t("fix", edit=w["edits"][0], step=w["step"], best_ms=w["best_ms"], baseline_ms=w["baseline_ms"],
                       gain_ms=w["gain_ms"], chosen=w["chosen"]))
-    entries = _remedies(_get(results, "playbook_search"), cause["category"])
+    entries = remedies_first(_get(results, "playbook_search"), cause["category"])
     if entries:
         out.append(_t("remedy", remedies="; ".join(f"{r['title']}: {r['remedy'].rstrip('.')}" for r in entries)))
     return out
 
 
-def _remedies(found: dict[str, Any] | None, category: str | None, k: int = 2) -> list[dict[str, Any]]:
+def remedies_first(found: dict[str, Any] | None, category: str | None, k: int = 2) -> list[dict[str, Any]]:
     """Playbook entries of the cause's category first, then the nearest others."""
     entries = (found or {}).get("entries", [])
     return sorted(entries, key=lambda r: r.get("category") != category)[:k]
@@ -157,7 +157,7 @@ def _seen(results: list[Result]) -> list[str]:
                       similar=similar))
     else:
         out.append(_t("seen_none"))
-    entries = _remedies(p, cause.get("category"))
+    entries = remedies_first(p, cause.get("category"))
     if entries:
         out.append(_t("seen_fix", remedies="; ".join(f"{r['title']}: {r['remedy'].rstrip('.')}" for r in entries)))
     return out

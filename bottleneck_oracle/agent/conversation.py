@@ -15,6 +15,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from bottleneck_oracle.agent.answers import remedies_first
 from bottleneck_oracle.agent.graph import RECURSION_LIMIT, build_agent
 from bottleneck_oracle.agent.llms import DEFAULT_LLM, chat_model
 from bottleneck_oracle.agent.offline import turn, turn_results
@@ -70,8 +71,7 @@ def _structured(results: list[Result]) -> dict[str, Any]:
     if "stragglers" in ok:
         evidence += [f["evidence"] for f in ok["stragglers"].get("findings", [])]
     category = (cause or {}).get("category")
-    entries = ok.get("playbook_search", {}).get("entries", [])
-    remedy = next((e["title"] for e in sorted(entries, key=lambda e: e.get("category") != category)), None)
+    remedy = next((e["title"] for e in remedies_first(ok.get("playbook_search"), category)), None)
     suggestions = []
     if "whatif" in ok:
         w = ok["whatif"]

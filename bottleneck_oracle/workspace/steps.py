@@ -48,14 +48,15 @@ def _median_of(rows: list[dict[str, Any]], rank: int, step: int) -> dict[str, An
     return out
 
 
-def pick_step(store: GraphStore, t: LoadedTrace, step: int | None, rank: int | None = None) -> tuple[int, int]:
+def pick_step(store: GraphStore, t: LoadedTrace, step: int | None, rank: int | None = None,
+              rows: list[dict[str, Any]] | None = None) -> tuple[int, int]:
     """``(step, rank)``: the step asked (default: the slowest slow step, else the longest), on the rank
     asked (default: its slow rank with the largest excess, else its longest).
 
     Raises:
         ConfigError: a step or rank the trace does not have (the message lists those it has).
     """
-    rows = _rows(store, t)
+    rows = _rows(store, t) if rows is None else rows  # a caller that read the steps passes them
     steps = _complete_steps(rows)
     if not steps:
         raise ConfigError(f"trace {t.name}: no complete step")
@@ -123,8 +124,8 @@ def _top_ops(store: GraphStore, t: LoadedTrace, step: int, rank: int, k: int = T
 def explain_step(store: GraphStore, t: LoadedTrace, step: int | None = None, rank: int | None = None) -> dict[str, Any]:
     """One step on one rank: its wall time and attribution against the rank's median step, the ops
     that carry its critical path, and the findings that explain it (the cause first)."""
-    step, rank = pick_step(store, t, step, rank)
     rows = _rows(store, t)
+    step, rank = pick_step(store, t, step, rank, rows)
     row = next(r for r in rows if r["step"] == step and r["rank"] == rank)
     median = _median_of(rows, rank, step)
     breakdown = _breakdown(row)
@@ -154,9 +155,10 @@ def compare_steps(store: GraphStore, t: LoadedTrace, step_a: int, step_b: int,
                   rank: int | None = None) -> dict[str, Any]:
     """Step ``step_b`` against ``step_a`` on one rank (default: ``step_b``'s slowest): wall time, each
     category, and the op classes whose time changed most (b - a)."""
-    step_b, rank = pick_step(store, t, step_b, rank)
-    step_a, _ = pick_step(store, t, step_a, rank)
-    rows = {(r["step"], r["rank"]): r for r in _rows(store, t)}
+    read = _rows(store, t)
+    step_b, rank = pick_step(store, t, step_b, rank, read)
+    step_a, _ = pick_step(store, t, step_a, rank, read)
+    rows = {(r["step"], r["rank"]): r for r in read}
     a, b = rows[(step_a, rank)], rows[(step_b, rank)]
     ba, bb = _breakdown(a), _breakdown(b)
     ops = store.read("compare_steps", {"trace": t.trace_id, "rank": rank, "step_a": step_a, "step_b": step_b,

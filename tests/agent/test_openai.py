@@ -112,6 +112,7 @@ def test_ask_429_then_success_is_retried(settings: Settings) -> None:
     assert retried == first  # the first model call of the turn took two requests: the 429, then its retry
 
 
+@pytest.mark.slow  # it bounds wall time: in the serial set, away from the parallel suite's load
 def test_ask_server_too_slow_is_a_timeout(settings: Settings) -> None:
     start = time.perf_counter()
     with ChatServer([stall(10)]) as server:
