@@ -101,8 +101,11 @@ def test_an_agent_with_a_detector_disabled_is_a_regression(tmp_path: Path, monke
     for case in cases:
         dump_case(case, tmp_path / "cases" / f"{case.id}.yaml")
     # the intact agent, as a user runs it
-    out = run_oracle("eval", "--suite", "rootcause", "--cases", tmp_path / "cases", "--report", tmp_path / "old",
-                     "--json", env=_env(tmp_path / "home_old"), timeout=600)
+    try:
+        out = run_oracle("eval", "--suite", "rootcause", "--cases", tmp_path / "cases", "--report", tmp_path / "old",
+                         "--json", env=_env(tmp_path / "home_old"), timeout=600)
+    finally:
+        stop_server(tmp_path / "home_old")  # the process started it; left running, it would load later tests
     assert out.returncode == 0, out.stderr
     before = json.loads(out.stdout)
     assert before["rootcause"]["top1_accuracy"] == 1.0, before["rootcause"]["cases"]
