@@ -12,6 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("ORACLE_SHARED", REPO.parent / "shared"))
 REAL = SHARED / "traces" / "real"
+DATA = REPO / "tests" / "data"  # small real captures kept with the tests
 NEO4J_URI = os.environ.get("NEO4J_URI", "")
 
 # The one marker for tests that need a Neo4j 5 server: they run when NEO4J_URI is set (with

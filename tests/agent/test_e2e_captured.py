@@ -26,7 +26,7 @@ from tests.agent.cases import (
     folder_of,
     workspace,
 )
-from tests.captured_noise import injected
+from tests.captured_noise import clean_capture, injected
 
 pytestmark = pytest.mark.slow
 
@@ -64,12 +64,7 @@ def faulty(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory: pytest.TempPathFactory) -> Analysis:
     """A capture with no fault, taken again (up to 3 times) while the machine's noise makes a slow step."""
-    root = tmp_path_factory.mktemp("clean")
-    for attempt in range(3):
-        a = capture_analysed(root / str(attempt))
-        if not a.slow_steps and not [f for f in a.findings if f.step is not None]:
-            return a
-    pytest.skip(f"3 clean captures had noise slow steps: {[(s.step, s.rank) for s in a.slow_steps]}")
+    return clean_capture(tmp_path_factory.mktemp("clean"), capture_analysed)
 
 
 def test_why_slow_names_the_injected_fault(faulty: tuple[str, Analysis], settings: Settings) -> None:

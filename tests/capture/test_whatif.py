@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from bottleneck_oracle.capture.config import CaptureConfig, parse_injection
-from bottleneck_oracle.capture.whatif import apply_capture_edit, capture_whatif
+from bottleneck_oracle.capture.whatif import CaptureWhatIf, apply_capture_edit, capture_whatif
 from bottleneck_oracle.dag.analysis import analyze
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.edits import WHATIF_NAME, Edit
 from bottleneck_oracle.vocabulary import Bottleneck
+from tests.captured_noise import retaken
 
 TINY = {"layers": 2, "d_model": 64, "heads": 4, "seq_len": 32, "batch_size": 8, "vocab": 256, "timeout_s": 120}
 STALLED = CaptureConfig(ranks=2, steps=5, injections=(parse_injection("host_pause@3:0=40ms"),
@@ -66,22 +67,32 @@ def test_a_bad_edit_is_refused_before_anything_is_captured(tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_recapture_without_the_straggler_gives_back_a_clean_step(tmp_path: Path) -> None:
-    (result,) = capture_whatif(tmp_path, STALLED, [Edit.remove_injection(1)])
-    before, after = result.baseline.step_wall_ms, result.edited.step_wall_ms
-    clean = statistics.median(ms for rank in before.values() for step, ms in rank.items() if step not in (3, 4))
-    # the baseline's step 4 waited for the 150 ms straggler; the re-capture's does not
-    assert min(before[r][4] for r in before) >= clean + 120
-    assert max(after[r][4] for r in after) - clean < 0.2 * 150  # gone, within a shared machine's noise
-    assert min(after[r][3] for r in after) >= clean + 30  # the pause that was kept is still there
-    assert result.speedup() > 1.2
+    def gone(result: CaptureWhatIf) -> None:
+        before, after = result.baseline.step_wall_ms, result.edited.step_wall_ms
+        clean = statistics.median(ms for rank in before.values() for step, ms in rank.items() if step not in (3, 4))
+        # the baseline's step 4 waited for the 150 ms straggler; the re-capture's does not
+        assert min(before[r][4] for r in before) >= clean + 120
+        assert max(after[r][4] for r in after) - clean < 0.2 * 150  # gone, within a shared machine's noise
+        assert min(after[r][3] for r in after) >= clean + 30  # the pause that was kept is still there
+        assert result.speedup() > 1.2
 
-    rows = json.loads((tmp_path / WHATIF_NAME).read_text())["edits"][0]
+    # a take where the shared machine stalled in step 3 or 4 is taken again (tests/captured_noise.py)
+    takes: list[Path] = []
+
+    def take(i: int) -> CaptureWhatIf:
+        takes.append(tmp_path / str(i))
+        return capture_whatif(takes[-1], STALLED, [Edit.remove_injection(1)])[0]
+
+    result = retaken(take, gone)
+    out = takes[-1]
+    before, after = result.baseline.step_wall_ms, result.edited.step_wall_ms
+    rows = json.loads((out / WHATIF_NAME).read_text())["edits"][0]
     assert rows["edit"]["kind"] == "remove_injection" and rows["traces"] == "whatif/0-remove_injection"
     assert {(s, r): (b, a) for s, r, b, a in rows["step_ms"]} == {
         (s, r): (before[r][s], after[r][s]) for r in before for s in before[r]}
 
     # the edited traces read like any others: the straggler is gone, the pause is not
-    edited = analyze(read_trace(tmp_path / result.folder))
+    edited = analyze(read_trace(out / result.folder))
     found = {(f.category, f.step) for f in edited.findings}
     assert (Bottleneck.STRAGGLER_RANK, 4) not in found
     assert (Bottleneck.HOST_PAUSE, 3) in found

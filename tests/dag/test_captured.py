@@ -19,7 +19,7 @@ from bottleneck_oracle.capture.config import CaptureConfig, parse_injection
 from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.dag.types import Bottleneck, Category
 from bottleneck_oracle.traces import read_trace
-from tests.captured_noise import injected
+from tests.captured_noise import clean_capture, injected
 
 pytestmark = pytest.mark.slow
 
@@ -33,13 +33,14 @@ def _capture(tmp: Path, *injections: str) -> Analysis:
 
 
 def _injected(tmp: Path, text: str) -> Analysis:
-    return injected(tmp, text, lambda folder, t: _capture(folder, t))
+    # these tests say what is found off the fault's step too: a take where the machine stalled is taken again
+    return injected(tmp, text, lambda folder, t: _capture(folder, t), alone=True)
 
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Analysis]:
-    path = tmp_path_factory.mktemp("clean")
-    return path, _capture(path)
+    a = clean_capture(tmp_path_factory.mktemp("clean"), _capture)
+    return Path(a.graph.trace.ranks[0].path).parent, a
 
 
 @pytest.fixture(scope="module")
