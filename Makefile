@@ -5,7 +5,12 @@ PYTHON ?= python3
 
 .PHONY: setup demo test bench clean
 
-setup: $(VENV)/.installed tools/cypher-lint/node_modules/.installed
+setup: $(VENV)/.installed tools/cypher-lint/node_modules/.installed /usr/bin/chromium
+
+# Debian's chromium for the page's browser test (tests/server/test_page.py drives it with Playwright);
+# Playwright never downloads a browser of its own. Installed only where it is missing (CI runs as root).
+/usr/bin/chromium:
+	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 
 # Neo4j's own Cypher parser (npm), which the tests run over every query of graphdb/queries.
 tools/cypher-lint/node_modules/.installed: tools/cypher-lint/package.json tools/cypher-lint/package-lock.json
@@ -16,7 +21,7 @@ tools/cypher-lint/node_modules/.installed: tools/cypher-lint/package.json tools/
 # everything else: an unpinned torch pulls a multi-GB CUDA build.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -e '.[capture,gnn,dev,integrations,neo4j,embed,agent]' 'torch==2.13.0'
+	$(VENV)/bin/pip install -q -e '.[capture,gnn,dev,integrations,neo4j,embed,agent,server]' 'torch==2.13.0'
 	@# an editable install writes no bytecode: without it every command would compile the package first
 	$(PY) -m compileall -q bottleneck_oracle
 	touch $@
@@ -39,6 +44,7 @@ bench: setup
 	$(PY) benchmarks/bench_graphdb.py
 	$(PY) benchmarks/bench_gnn.py
 	$(PY) benchmarks/bench_whatif.py
+	$(PY) benchmarks/bench_page.py
 
 clean:
 	rm -rf $(VENV) .oracle .pytest_cache

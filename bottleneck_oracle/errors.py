@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 __all__ = [
-    "OracleError", "TraceFormatError", "ConfigError", "GraphError", "CaptureError", "GraphStoreError", "QueryError",
-    "ModelError", "one_line",
+    "OracleError", "TraceFormatError", "ConfigError", "NotFoundError", "GraphError", "CaptureError", "GraphStoreError",
+    "QueryError", "ModelError", "one_line",
 ]
 
 
@@ -23,6 +23,10 @@ class TraceFormatError(OracleError):
 
 class ConfigError(OracleError):
     """A setting, flag or environment value is invalid."""
+
+
+class NotFoundError(ConfigError):
+    """A trace, step or rank asked for is not there (the message lists those that are)."""
 
 
 class GraphError(OracleError):

@@ -18,6 +18,7 @@ from bottleneck_oracle.cli.record import (
     dataset_build_command,
     synth_command,
 )
+from bottleneck_oracle.cli.serve import serve_command
 from bottleneck_oracle.cli.whatif import optimize_command, whatif_command
 from bottleneck_oracle.errors import OracleError
 
@@ -43,6 +44,7 @@ app.command("optimize")(optimize_command)
 app.command("ask")(ask_command)
 app.command("chat")(chat_command)
 app.command("mcp")(mcp_command)
+app.command("serve")(serve_command)
 app.add_typer(eval_app)
 
 

@@ -84,6 +84,13 @@ class StepReport:
         start = self.start_point if t[self.start_point] >= t[cpu_start] else cpu_start
         return start, self.end_point if t[self.end_point] >= t[cpu_end] else cpu_end
 
+    def path_nodes(self) -> np.ndarray:
+        """int64[M]: the nodes whose time the critical path runs through, in path order, each once.
+        Idle gaps are left out: their owner is the range open around them (a ProfilerStep), not work."""
+        nodes = self.path_node[(self.path_node >= 0) & (self.path_category != _IDLE)]
+        _, first = np.unique(nodes, return_index=True)
+        return nodes[np.sort(first)]
+
 
 def check_replay(pg: PointGraph) -> tuple[np.ndarray, np.ndarray]:
     """Longest path over the weighted point graph: ``(dist, pred)``.

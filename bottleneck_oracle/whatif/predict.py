@@ -25,7 +25,7 @@ from bottleneck_oracle.dag.critical_path import StepReport, replayed_report
 from bottleneck_oracle.dag.longest_path import longest_path
 from bottleneck_oracle.dag.types import CATEGORIES, Category
 from bottleneck_oracle.dag.whatif import weights_with
-from bottleneck_oracle.errors import ConfigError
+from bottleneck_oracle.errors import ConfigError, NotFoundError
 from bottleneck_oracle.truth.edits import Edit, EditKind, edit_to_json, edit_type
 from bottleneck_oracle.whatif.compile import compile_edits
 
@@ -46,12 +46,14 @@ class PathSummary:
         wall_ms (float): the step's wall time on that rank.
         breakdown_ms (dict[str, float]): per category; sums to ``wall_ms``.
         ops_ms (dict[str, float]): critical time per op name (idle gaps as ``(idle)``), largest first.
+        nodes (tuple[int, ...]): the graph nodes of the path in path order (``StepReport.path_nodes``).
     """
 
     rank: int
     wall_ms: float
     breakdown_ms: dict[str, float]
     ops_ms: dict[str, float]
+    nodes: tuple[int, ...] = ()
 
     def to_json(self, top: int = TOP) -> dict[str, object]:
         return {"rank": self.rank, "wall_ms": self.wall_ms, "breakdown_ms": self.breakdown_ms,
@@ -123,7 +125,7 @@ def check_step(a: Analysis, step: int | None) -> int:
     """``step`` when the analysis has it complete on some rank, else the slowest step (``None``).
 
     Raises:
-        ConfigError: a step the trace does not have.
+        NotFoundError: a step the trace does not have (the message lists those it has).
     """
     complete = sorted({r.step for r in a.steps if (r.step, r.rank) not in a.partial_steps})
     if not complete:
@@ -131,7 +133,7 @@ def check_step(a: Analysis, step: int | None) -> int:
     if step is None:
         return a.slow_steps[0].step if a.slow_steps else max(complete, key=lambda s: baseline_ms(a, s))
     if step not in complete:
-        raise ConfigError(f"step {step}: no such complete step in the trace; its steps are "
+        raise NotFoundError(f"step {step}: no such complete step in the trace; its steps are "
                           f"{', '.join(map(str, complete))}")
     return step
 
@@ -230,5 +232,5 @@ def _summary(a: Analysis, r: StepReport) -> PathSummary:
         ops[names[a.graph.name[node]] if node >= 0 and cat != idle else "(idle)"] += dur / 1e6
     ranked = dict(sorted(((k, round(v, 3)) for k, v in ops.items() if v >= 5e-4), key=lambda kv: -kv[1]))
     breakdown = {str(c): round(r.breakdown_ns[c] / 1e6, 3) for c in CATEGORIES}
-    return PathSummary(r.rank, round(r.wall_ns / 1e6, 3), breakdown, ranked)
+    return PathSummary(r.rank, round(r.wall_ns / 1e6, 3), breakdown, ranked, tuple(r.path_nodes().tolist()))
 

@@ -12,11 +12,11 @@ from typing import Any
 
 from bottleneck_oracle.dag.op_classes import COLLECTIVES, OP_CLASSES, classify_strings
 from bottleneck_oracle.dag.types import CATEGORIES
-from bottleneck_oracle.errors import ConfigError
+from bottleneck_oracle.errors import ConfigError, NotFoundError
 from bottleneck_oracle.graphdb import GraphStore
 from bottleneck_oracle.workspace.loaded import LoadedTrace
 
-__all__ = ["compare_runs", "compare_steps", "explain_step", "list_steps", "pick_step", "stragglers"]
+__all__ = ["compare_runs", "compare_steps", "explain_step", "list_steps", "pick_step", "step_rows", "stragglers"]
 
 TOP_OPS = 8
 _CATS = tuple(c.value for c in CATEGORIES)
@@ -54,7 +54,7 @@ def pick_step(store: GraphStore, t: LoadedTrace, step: int | None, rank: int | N
     asked (default: its slow rank with the largest excess, else its longest).
 
     Raises:
-        ConfigError: a step or rank the trace does not have (the message lists those it has).
+        NotFoundError: a step or rank the trace does not have (the message lists those it has).
     """
     rows = _rows(store, t) if rows is None else rows  # a caller that read the steps passes them
     steps = _complete_steps(rows)
@@ -65,13 +65,13 @@ def pick_step(store: GraphStore, t: LoadedTrace, step: int | None, rank: int | N
         longest = max((r for r in rows if not r["partial"]), key=lambda r: r["wall_ms"])
         step = slow[0]["step"] if slow else longest["step"]
     if step not in steps:
-        raise ConfigError(f"step {step}: trace {t.name} has no such complete step; its steps are "
+        raise NotFoundError(f"step {step}: trace {t.name} has no such complete step; its steps are "
                           f"{', '.join(map(str, steps))}")
     of_step = [r for r in rows if r["step"] == step and not r["partial"]]
     ranks = sorted(r["rank"] for r in of_step)
     if rank is not None:
         if rank not in ranks:
-            raise ConfigError(f"rank {rank}: step {step} of trace {t.name} has ranks {', '.join(map(str, ranks))}")
+            raise NotFoundError(f"rank {rank}: step {step} of trace {t.name} has ranks {', '.join(map(str, ranks))}")
         return step, rank
     slow = [r for r in of_step if r["slow"]]
     chosen = max(slow or of_step, key=lambda r: (r["wall_ms"], -r["rank"]))
@@ -94,6 +94,14 @@ def list_steps(store: GraphStore, t: LoadedTrace) -> dict[str, Any]:
              "excess_ms": _ms(r["excess_ms"])} for r in store.read("slow_steps", {"trace": t.trace_id})]
     return {"trace": t.name, "trace_id": t.trace_id, "ranks": len({r["rank"] for r in rows}),
             "median_step_ms": _ms(statistics.median(walls)) if walls else None, "steps": steps, "slow_steps": slow}
+
+
+def step_rows(store: GraphStore, t: LoadedTrace) -> list[dict[str, Any]]:
+    """Every (step, rank), by step then rank: its wall time, whether it is slow or cut short, and the
+    median of the rank's other steps with the excess over it (None where the analysis has none)."""
+    return [{"step": r["step"], "rank": r["rank"], "wall_ms": _ms(r["wall_ms"]), "slow": bool(r["slow"]),
+             "partial": bool(r["partial"]), "median_ms": None if r["median_ms"] is None else _ms(r["median_ms"]),
+             "excess_ms": None if r["excess_ms"] is None else _ms(r["excess_ms"])} for r in _rows(store, t)]
 
 
 def _findings(store: GraphStore, t: LoadedTrace, step: int) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.dag.analysis import Analysis, analyze
-from bottleneck_oracle.errors import ConfigError
+from bottleneck_oracle.errors import ConfigError, NotFoundError
 from bottleneck_oracle.graphdb.loader import trace_id, trace_name
 from bottleneck_oracle.traces import read_trace
 
@@ -115,7 +115,7 @@ def find_entry(ref: str, settings: Settings) -> TraceEntry:
     """The trace of the workspace whose id, id prefix or name is ``ref``.
 
     Raises:
-        ConfigError: none or several match (the message lists the known traces).
+        NotFoundError: none matches (the message lists the known traces). ConfigError: several match.
     """
     entries = known_traces(settings)
     exact = [e for e in entries if ref in (e.trace_id, e.name)]
@@ -126,7 +126,7 @@ def find_entry(ref: str, settings: Settings) -> TraceEntry:
         ids = ", ".join(e.trace_id for e in found)
         raise ConfigError(f"trace {ref!r}: {len(found)} traces match ({ids}); give the id")
     known = ", ".join(f"{e.name} ({e.trace_id})" for e in entries) or "none yet"
-    raise ConfigError(f"trace {ref!r}: not a path, and no trace of the workspace has that id or name "
+    raise NotFoundError(f"trace {ref!r}: not a path, and no trace of the workspace has that id or name "
                       f"(known: {known})")
 
 

@@ -26,6 +26,7 @@ def test_cli_flag_set_is_frozen() -> None:
     assert flags["gnn-eval"] == ["as_json", "checkpoint", "data", "plots", "record", "splits"]
     assert flags["ask"] == ["as_json", "base_url", "llm", "question", "trace"]
     assert flags["chat"] == ["base_url", "llm", "session", "trace"]
+    assert flags["serve"] == ["host", "max_upload_mb", "port", "token_file"]
     dataset = group.commands["dataset"].commands  # type: ignore[attr-defined]
     assert sorted(p.name for p in dataset["build"].params) == ["n", "out_dir", "seed"]
     evals = group.commands["eval"]

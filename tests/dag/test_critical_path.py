@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bottleneck_oracle.dag import Bottleneck, Category
 from bottleneck_oracle.dag.analysis import analyze
 from bottleneck_oracle.dag.critical_path import StepReport
+from bottleneck_oracle.dag.types import CATEGORIES
 from bottleneck_oracle.traces import read_trace
 from tests.tracebuilder import kernel, op, runtime, step, sync, write
-
 
 
 def _us(r: StepReport) -> dict[str, float]:
@@ -115,3 +116,15 @@ def test_every_breakdown_sums_to_the_wall_time(late_rank_job: Path) -> None:
         assert sum(r.breakdown_ns.values()) == r.wall_ns
         assert int(r.path_dur_ns.sum()) == r.wall_ns
         assert set(r.breakdown_ns) == set(Category)
+
+
+def test_path_nodes_are_the_work_on_the_path_in_order_each_once() -> None:
+    cat = {c: CATEGORIES.index(c) for c in (Category.CPU, Category.IDLE, Category.COMMUNICATION)}
+    nodes = np.array([5, -1, 3, 5, 7, 9], dtype=np.int64)  # 5 twice (a parent around 3), 7 an idle gap's owner
+    cats = np.array([cat[Category.CPU], cat[Category.IDLE], cat[Category.CPU], cat[Category.CPU],
+                     cat[Category.IDLE], cat[Category.COMMUNICATION]], dtype=np.int8)
+    empty = np.zeros(0, dtype=np.int64)
+    r = StepReport(step=1, rank=0, start_ns=0, end_ns=1, breakdown_ns={}, path_node=nodes, path_category=cats,
+                   path_rank=np.zeros(6, dtype=np.int32), path_start_ns=empty, path_dur_ns=empty, start_point=0,
+                   end_point=1)
+    assert r.path_nodes().tolist() == [5, 3, 9]

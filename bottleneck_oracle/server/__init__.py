@@ -1,0 +1,5 @@
+"""The HTTP API of ``oracle serve`` (FastAPI) over the service layer, and the page it serves."""
+
+from bottleneck_oracle.server.app import create_app
+
+__all__ = ["create_app"]

@@ -1,0 +1,156 @@
+"""The shapes of the HTTP API's bodies, for the OpenAPI schema and the validation of what comes in.
+
+Responses are documented by these models and written by the routes as JSON directly (the service
+layer's dicts hold numpy numbers); every response model allows fields beyond those it names, so a
+service that adds a field does not break the schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bottleneck_oracle.workspace.timeline import DEFAULT_MAX_EVENTS
+
+__all__ = [
+    "AskIn", "ErrorOut", "ExplainOut", "FindingsOut", "HealthOut", "OptimizeIn", "OptimizeOut", "StepsOut",
+    "TimelineOut", "TraceOneOut", "TracesOut", "WhatIfIn", "WhatIfOut", "MAX_EVENTS_LIMIT",
+]
+
+MAX_EVENTS_LIMIT = 10 * DEFAULT_MAX_EVENTS
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ErrorOut(BaseModel):
+    detail: str = Field(description="One line naming the thing and what is wrong.")
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok"]
+    version: str
+
+
+class TraceOut(_Open):
+    id: str
+    name: str
+    ranks: int
+    steps: int = Field(description="(step, rank) rows loaded")
+    status: str = Field(description="complete, or loading while (or after a crash during) a load")
+
+
+class TracesOut(BaseModel):
+    traces: list[TraceOut]
+
+
+class TraceOneOut(BaseModel):
+    trace: TraceOut
+
+
+class StepOut(_Open):
+    step: int
+    rank: int
+    wall_ms: float
+    slow: bool
+    partial: bool
+    median_ms: float | None = Field(description="the median of the rank's other steps")
+    excess_ms: float | None = Field(description="the excess over that median")
+
+
+class StepsOut(_Open):
+    trace: TraceOut
+    steps: list[StepOut] = Field(description="one per (step, rank)")
+    slow: list[int] = Field(description="slow steps, slowest first")
+
+
+class ExplainOut(_Open):
+    trace: str
+    step: int
+    rank: int
+    wall_ms: float
+    slow: bool
+    breakdown_ms: dict[str, float]
+    findings: list[dict[str, Any]]
+    cause: dict[str, Any] | None = None
+
+
+class LaneOut(BaseModel):
+    id: int
+    rank: int
+    kind: Literal["thread", "stream"]
+    label: str
+
+
+class EventOut(BaseModel):
+    id: int = Field(description="graph node id")
+    lane: int = Field(description="a lanes[].id")
+    name: str
+    start_ms: float = Field(description="relative to t0_ms")
+    dur_ms: float
+    category: str
+    slack_ms: float
+    critical: bool
+    depth: int
+
+
+class TimelineOut(_Open):
+    trace_id: str
+    step: int
+    t0_ms: float = Field(description="absolute start of the step's earliest rank")
+    span_ms: float
+    critical_rank: int | None = Field(description="the rank whose critical path is shown")
+    lanes: list[LaneOut]
+    events: list[EventOut]
+    critical_path: list[int] = Field(description="node ids in path order")
+    dropped: int = Field(description="events left out by max_events, the shortest non-critical first")
+
+
+class FindingOut(_Open):
+    category: str
+    step: int | None
+    ranks: list[int]
+    impact_ms: float
+    severity: str
+    summary: str
+    evidence: str
+    remedy: str | None
+
+
+class FindingsOut(BaseModel):
+    findings: list[FindingOut]
+
+
+class WhatIfIn(BaseModel):
+    edits: list[str] = Field(min_length=1, max_length=16, description="e.g. collective_faster:allreduce=2")
+    step: int | None = Field(default=None, description="default: the slowest step")
+
+
+class WhatIfOut(_Open):
+    step: int
+    baseline_ms: float
+    predicted_ms: dict[str, float]
+    chosen: str
+    why: str
+    critical_path: list[int] = Field(description="node ids of the step's critical path after the edits")
+    old_critical_path: list[int] = Field(description="node ids of the recorded critical path")
+
+
+class OptimizeIn(BaseModel):
+    step: int | None = Field(default=None, description="default: the slowest step")
+    budget: int = Field(default=3, ge=1, le=10)
+
+
+class OptimizeOut(_Open):
+    step: int
+    baseline_ms: float
+    candidates: list[dict[str, Any]]
+    plan: list[dict[str, Any]]
+
+
+class AskIn(BaseModel):
+    question: str = Field(min_length=1, max_length=2000)
+    trace: str | None = Field(default=None, description="id or name; default: the newest loaded")
+    llm: str = Field(default="offline", description="'offline' or 'openai:MODEL'")

@@ -1,0 +1,234 @@
+"""The HTTP API against a real server on 127.0.0.1 over a workspace with a real FalkorDB: the shipped
+example uploaded, then every route on it, the chat's events, and the errors (a bad file, a file too
+large, a trace or step that is not there, a bad edit, a missing token)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bottleneck_oracle import __version__
+from bottleneck_oracle.config import Settings
+from bottleneck_oracle.graphdb import stop_server
+from bottleneck_oracle.server.app import UPLOADS
+from tests.server.conftest import GPT, UPLOAD_LIMIT_MB, serving, upload
+
+ERROR_STATUSES = (400, 404, 413)
+
+
+def _one_line_error(response: httpx.Response, status: int) -> str:
+    assert response.status_code == status, response.text
+    detail = response.json()["detail"]
+    assert isinstance(detail, str) and detail and "\n" not in detail and "Traceback" not in detail
+    return detail
+
+
+def _events(response: httpx.Response) -> list[tuple[str, Any]]:
+    """The (event, data) pairs of a server-sent event stream."""
+    out = []
+    for block in response.text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "event" in fields:
+            out.append((fields["event"], json.loads(fields["data"])))
+    return out
+
+
+def test_health_and_the_page(server: str) -> None:
+    assert httpx.get(f"{server}/api/health").json() == {"status": "ok", "version": __version__}
+    page = httpx.get(f"{server}/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "<html" in page.text.lower() and page.headers["x-content-type-options"] == "nosniff"
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert "access-control-allow-origin" not in page.headers  # CORS closed
+
+
+def test_upload_reads_analyses_and_ingests_the_example(server: str, uploaded: dict[str, Any],
+                                                       server_settings: Settings) -> None:
+    assert uploaded["name"] == "gpt_2rank" and uploaded["ranks"] == 2 and uploaded["steps"] == 12
+    assert uploaded["status"] == "complete" and uploaded["id"]
+    listed = httpx.get(f"{server}/api/traces").json()["traces"]
+    assert [t for t in listed if t["id"] == uploaded["id"]] == [uploaded]
+    saved = list((Path(server_settings.home) / UPLOADS).glob("*/gpt_2rank/*.json.gz"))
+    assert sorted(p.name for p in saved) == ["rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz"]
+
+
+def test_steps_marks_step_5_slow_on_both_ranks(server: str, uploaded: dict[str, Any]) -> None:
+    body = httpx.get(f"{server}/api/traces/gpt_2rank/steps").json()
+    assert body["trace"]["id"] == uploaded["id"] and body["slow"] == [5]
+    rows = {(s["step"], s["rank"]): s for s in body["steps"]}
+    assert set(rows) == {(s, r) for s in range(2, 8) for r in (0, 1)}
+    assert rows[(5, 1)]["slow"] and rows[(5, 1)]["wall_ms"] == pytest.approx(179.484, abs=1e-3)
+    assert rows[(5, 1)]["excess_ms"] > 140 and not rows[(3, 0)]["slow"]
+    by_prefix = httpx.get(f"{server}/api/traces/{uploaded['id'][:6]}/steps").json()
+    assert by_prefix["steps"] == body["steps"]
+
+
+def test_explain_gives_the_cause_of_step_5(server: str, uploaded: dict[str, Any]) -> None:
+    body = httpx.get(f"{server}/api/traces/{uploaded['id']}/steps/5").json()
+    assert body["step"] == 5 and body["rank"] == 1 and body["slow"]
+    assert body["cause"]["category"] == "host_pause" and body["cause"]["ranks"] == [1]
+    assert sum(body["breakdown_ms"].values()) == pytest.approx(body["wall_ms"], abs=0.01)
+    rank0 = httpx.get(f"{server}/api/traces/gpt_2rank/steps/5", params={"rank": 0}).json()
+    assert rank0["rank"] == 0
+
+
+def test_timeline_of_step_5(server: str, uploaded: dict[str, Any]) -> None:
+    body = httpx.get(f"{server}/api/traces/gpt_2rank/steps/5/timeline").json()
+    assert body["trace_id"] == uploaded["id"] and body["step"] == 5 and body["critical_rank"] == 1
+    assert {lane["rank"] for lane in body["lanes"]} == {0, 1}
+    critical = {e["id"] for e in body["events"] if e["critical"]}
+    assert critical == set(body["critical_path"]) and critical
+    one = httpx.get(f"{server}/api/traces/gpt_2rank/steps/5/timeline",
+                    params=[("rank", 1), ("max_events", len(critical) + 5)]).json()
+    assert {lane["rank"] for lane in one["lanes"]} == {1} and len(one["events"]) == len(critical) + 5
+    assert one["dropped"] > 0
+
+
+def test_findings_put_the_host_pause_first(server: str, uploaded: dict[str, Any]) -> None:
+    first = httpx.get(f"{server}/api/traces/gpt_2rank/findings").json()["findings"][0]
+    assert (first["category"], first["step"], first["ranks"]) == ("host_pause", 5, [1])
+    assert first["summary"] and first["remedy"] and first["evidence"]
+
+
+def test_whatif_predicts_and_gives_the_new_critical_path(server: str, uploaded: dict[str, Any]) -> None:
+    body = httpx.post(f"{server}/api/traces/gpt_2rank/whatif", json={"edits": ["collective_faster:allreduce=2"]},
+                      timeout=300).json()
+    assert body["step"] == 5 and body["baseline_ms"] == pytest.approx(179.484, abs=1e-3)
+    assert "replay" in body["predicted_ms"] and body["chosen"] in body["predicted_ms"] and body["why"]
+    timeline = httpx.get(f"{server}/api/traces/gpt_2rank/steps/5/timeline").json()
+    assert body["old_critical_path"] == timeline["critical_path"] and body["critical_path"]
+    fixed = httpx.post(f"{server}/api/traces/gpt_2rank/whatif", json={"edits": ["fix host_pause"], "step": 5},
+                       timeout=300).json()
+    assert fixed["predicted_ms"]["replay"] < 40
+
+
+def test_optimize_plans_the_fix_of_the_pause_first(server: str, uploaded: dict[str, Any]) -> None:
+    body = httpx.post(f"{server}/api/traces/gpt_2rank/optimize", json={"budget": 2}, timeout=300).json()
+    assert body["step"] == 5 and body["plan"] and body["plan"][0]["edit"].startswith("fix host_pause")
+    assert body["plan"][0]["gain_ms"] > 100 and len(body["plan"]) <= 2
+
+
+def test_ask_streams_the_tool_calls_then_the_answer(server: str, uploaded: dict[str, Any]) -> None:
+    response = httpx.post(f"{server}/api/ask", json={"question": "Why is step 5 slow?", "trace": "gpt_2rank"},
+                          timeout=300)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+    events = _events(response)
+    kinds = [kind for kind, _ in events]
+    assert kinds[-1] == "answer" and kinds.count("tool") == kinds.count("tool_done") >= 1
+    assert kinds.index("tool") < kinds.index("tool_done")
+    assert ("tool", {"name": "explain_step", "args": {"step": 5}}) in events
+    answer = events[-1][1]
+    assert answer["answered"] and answer["grounded"] and answer["step"] == 5
+    assert answer["cause"]["category"] == "host_pause" and answer["cause"]["ranks"] == [1]
+    assert "179.484 ms" in answer["answer"] and "rank 1" in answer["answer"]
+
+
+def test_ask_about_a_trace_that_is_not_there_is_404(server: str, uploaded: dict[str, Any]) -> None:
+    detail = _one_line_error(httpx.post(f"{server}/api/ask", json={"question": "why?", "trace": "no-such-run"}), 404)
+    assert "no-such-run" in detail and "gpt_2rank" in detail
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"hello, not json", "rank0.json: not valid JSON"),
+    (gzip.compress(b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1'), "rank0.json.gz:"),
+])
+def test_a_bad_file_is_400_with_the_readers_line_and_the_server_goes_on(server: str, server_settings: Settings,
+                                                                        content: bytes, message: str) -> None:
+    name = "rank0.json" if message.startswith("rank0.json:") else "rank0.json.gz"
+    before = set((Path(server_settings.home) / UPLOADS).glob("*"))
+    response = httpx.post(f"{server}/api/traces", files=[("files", (name, content, "application/json"))])
+    detail = _one_line_error(response, 400)
+    assert detail.startswith(message)
+    assert set((Path(server_settings.home) / UPLOADS).glob("*")) == before  # nothing left behind
+    assert httpx.get(f"{server}/api/health").status_code == 200
+
+
+def test_an_upload_that_is_not_a_trace_file_is_400(server: str) -> None:
+    bad_name = httpx.post(f"{server}/api/traces", files=[("files", ("../../etc/x.txt", b"{}", "text/plain"))])
+    assert "x.txt" in _one_line_error(bad_name, 400)
+    no_files = httpx.post(f"{server}/api/traces", data={"name": "empty"}, files=[("other", ("a.json", b"{}"))])
+    assert "'other'" in _one_line_error(no_files, 400)
+    not_multipart = httpx.post(f"{server}/api/traces", json={"files": []})
+    assert "multipart" in _one_line_error(not_multipart, 400)
+
+
+def test_an_upload_over_the_limit_is_413(server: str) -> None:
+    big = [("files", ("rank0.json", b" " * (UPLOAD_LIMIT_MB * 2**20 + 1), "application/json"))]
+    declared = httpx.post(f"{server}/api/traces", files=big)
+    assert "over the limit" in _one_line_error(declared, 413)
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit holds while the body streams
+        yield b'--b\r\nContent-Disposition: form-data; name="files"; filename="rank0.json"\r\n\r\n'
+        for _ in range(UPLOAD_LIMIT_MB + 1):
+            yield b" " * 2**20
+        yield b"\r\n--b--\r\n"
+
+    streamed = httpx.post(f"{server}/api/traces", content=chunks(),
+                          headers={"Content-Type": "multipart/form-data; boundary=b"})
+    assert "over the limit" in _one_line_error(streamed, 413)
+    assert httpx.get(f"{server}/api/health").status_code == 200
+
+
+def test_an_unknown_trace_or_step_is_404_listing_what_there_is(server: str, uploaded: dict[str, Any]) -> None:
+    trace = _one_line_error(httpx.get(f"{server}/api/traces/no-such-run/steps"), 404)
+    assert "no-such-run" in trace and f"gpt_2rank ({uploaded['id']})" in trace
+    for path in ("/steps/42", "/steps/42/timeline"):
+        step = _one_line_error(httpx.get(f"{server}/api/traces/gpt_2rank{path}"), 404)
+        assert "step 42" in step and "2, 3, 4, 5, 6, 7" in step
+    whatif = httpx.post(f"{server}/api/traces/gpt_2rank/whatif", json={"edits": ["fix host_pause"], "step": 42})
+    assert "2, 3, 4, 5, 6, 7" in _one_line_error(whatif, 404)
+    rank = _one_line_error(httpx.get(f"{server}/api/traces/gpt_2rank/steps/5/timeline", params={"rank": 9}), 404)
+    assert "rank 9" in rank and "0, 1" in rank
+    assert "no-such-run" in _one_line_error(httpx.get(f"{server}/api/traces/no-such-run/findings"), 404)
+
+
+def test_a_bad_edit_or_body_is_400(server: str, uploaded: dict[str, Any]) -> None:
+    edit = _one_line_error(httpx.post(f"{server}/api/traces/gpt_2rank/whatif", json={"edits": ["bogus"]}), 400)
+    assert "edit 'bogus'" in edit
+    empty = _one_line_error(httpx.post(f"{server}/api/traces/gpt_2rank/whatif", json={"edits": []}), 400)
+    assert empty.startswith("body.edits:")
+    budget = _one_line_error(httpx.post(f"{server}/api/traces/gpt_2rank/optimize", json={"budget": 0}), 400)
+    assert budget.startswith("body.budget:")
+    step = _one_line_error(httpx.get(f"{server}/api/traces/gpt_2rank/steps/five"), 400)
+    assert step.startswith("path.step:")
+    llm = _one_line_error(httpx.post(f"{server}/api/ask", json={"question": "why?", "llm": "nope"}), 400)
+    assert "'nope'" in llm
+
+
+@pytest.fixture(scope="module")
+def guarded(server_settings: Settings) -> Iterator[str]:
+    """A second server over the same workspace that wants a token."""
+    with serving(server_settings, token="s3cret-token") as url:
+        yield url
+
+
+def test_a_token_is_required_on_every_api_route(guarded: str, uploaded: dict[str, Any]) -> None:
+    for path in ("/api/health", "/api/traces", "/api/traces/gpt_2rank/steps"):
+        assert "token" in _one_line_error(httpx.get(f"{guarded}{path}"), 401)
+        wrong = httpx.get(f"{guarded}{path}", headers={"Authorization": "Bearer s3cret-tokeN"})
+        assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
+        ok = httpx.get(f"{guarded}{path}", headers={"Authorization": "Bearer s3cret-token"})
+        assert ok.status_code == 200, ok.text
+    refused = upload(guarded, GPT, name="no-token")
+    assert refused.status_code == 401
+    assert httpx.get(f"{guarded}/").status_code == 200  # the page loads; its calls carry the token
+    schema = httpx.get(f"{guarded}/openapi.json").json()
+    assert schema["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+
+
+def test_a_graph_database_that_goes_down_is_503_and_the_server_goes_on(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path / "home", workers=2)
+    try:
+        with serving(settings) as url:
+            assert httpx.get(f"{url}/api/traces").json() == {"traces": []}
+            stop_server(settings.home)
+            assert "FalkorDB" in _one_line_error(httpx.get(f"{url}/api/traces"), 503)
+            assert httpx.get(f"{url}/api/health").status_code == 200
+    finally:
+        stop_server(settings.home)

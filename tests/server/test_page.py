@@ -1,0 +1,167 @@
+"""The page in a real headless Chromium against a real ``create_app`` server on 127.0.0.1: the shipped
+example picked, its slow step marked, that step's timeline drawn with its critical path, a what-if
+overlaid, the chat's answer read; a trace whose op names are markup shown as text with no script run;
+and a check that the page's code has no HTML-string sink at all."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bottleneck_oracle.dag.analysis import Analysis, analyze
+from bottleneck_oracle.traces import read_trace
+from tests.conftest import REPO
+from tests.server.browser import ask as ask_chat
+from tests.server.browser import chromium, count_pixels, open_page, pick_trace, run_whatif, slow_steps, upload_files
+from tests.server.browser import open_step as open_timeline_step
+from tests.server.conftest import GPT, serving, upload
+
+STATIC = REPO / "bottleneck_oracle" / "server" / "static"  # the page: index.html and its modules
+SCRIPT_NAME = "<script>window.__xss=1</script>"
+IMG_NAME = '<img src=x onerror="window.__xss=1">'
+RENAMES = {"aten::select": SCRIPT_NAME, "aten::view": IMG_NAME}  # select is the culprit op the findings quote
+OLD_PATH_RGB = (0xD4, 0xA0, 0x00)  # the gold of the recorded critical path (timeline.js OLD_PATH)
+NEW_PATH_RGB = (0xD6, 0x24, 0x9F)  # the magenta of a what-if's critical path (timeline.js NEW_PATH)
+SINKS = re.compile(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|createContextualFragment|DOMParser"
+                   r"|srcdoc|\beval\s*\(|new\s+Function\b|setHTML")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def analysis() -> Analysis:
+    """The example's own analysis, read here: what the page must agree with."""
+    return analyze(read_trace(GPT, workers=2))
+
+
+def _slow_step_and_cause(a: Analysis) -> tuple[int, str]:
+    step = a.slow_steps[0].step
+    major = [f for f in a.findings if f.step == step and f.severity == "major"]
+    return step, major[0].category.value
+
+
+def _xss_copy(folder: Path) -> Path:
+    """The example's rank files with op names rewritten into markup (a copy; the example is untouched)."""
+    folder.mkdir()
+    for src in sorted(GPT.glob("*.json.gz")):
+        doc = json.loads(gzip.decompress(src.read_bytes()))
+        for e in doc["traceEvents"]:
+            if e.get("name") in RENAMES:
+                e["name"] = RENAMES[e["name"]]
+        (folder / src.name).write_bytes(gzip.compress(json.dumps(doc).encode()))
+    shutil.copy(GPT / "manifest.json", folder / "manifest.json")
+    return folder
+
+
+def test_page_static_code_has_no_html_sink() -> None:
+    scripts = sorted(STATIC.glob("*.js"))
+    assert {"app.js", "timeline.js", "api.js", "dom.js", "stepchart.js"} <= {p.name for p in scripts}
+    for p in scripts:
+        for no, line in enumerate(p.read_text().splitlines(), 1):
+            assert not SINKS.search(line), f"{p.name}:{no}: an HTML-string sink: {line.strip()}"
+    html = (STATIC / "index.html").read_text()
+    assert "Content-Security-Policy" in html and "script-src 'self'" in html
+    # no inline script and no inline handler: the only scripts are the page's own modules
+    assert re.findall(r"<script[^>]*>", html) == ['<script type="module" src="static/app.js">']
+    assert not re.search(r"\son[a-z]+\s*=", html)
+    assert not re.search(r"(src|href)=\"(https?:)?//", html), "the page loads nothing from another host"
+
+
+def test_page_slow_step_timeline_whatif_and_chat(browser: Any, server: str, uploaded: dict[str, Any],
+                                                 analysis: Analysis) -> None:
+    step, cause = _slow_step_and_cause(analysis)
+    page, errors = open_page(browser, f"{server}/")
+    pick_trace(page, uploaded["id"])
+    assert slow_steps(page) == sorted({s.step for s in analysis.slow_steps}) == [step]
+
+    state = open_timeline_step(page, step, via_slow_mark=True)
+    path = [r for r in analysis.steps if r.step == step]
+    assert int(state["eventsDrawn"]) > 1000
+    assert int(state["criticalDrawn"]) > 0 and max(len(r.path_nodes()) for r in path) > 0
+    assert count_pixels(page, OLD_PATH_RGB) > 200, "the critical path's gold is on the canvas"
+    assert page.eval_on_selector("#step-chart .col.selected", "n => n.dataset.step") == str(step)
+    findings = page.eval_on_selector_all("#findings li[data-category]", "ns => ns.map(n => n.dataset.category)")
+    assert cause in findings
+
+    fixed = run_whatif(page, f"fix {cause}")
+    assert fixed["state"] == "done", fixed["text"]
+    baseline = max(r.wall_ns for r in path) / 1e6
+    predicted = {k: float(v.split()[0]) for k, v in fixed["predicted"].items()}
+    assert "replay" in predicted and predicted["replay"] < 0.5 * baseline, fixed
+    state = page.eval_on_selector("#timeline", "c => ({...c.dataset})")
+    assert int(state["overlay"]) > 0 and int(state["newCriticalDrawn"]) > 0
+    page.wait_for_function("() => document.getElementById('timeline').dataset.newCriticalDrawn > 0")
+    assert count_pixels(page, NEW_PATH_RGB) > 100, "the what-if's path is overlaid in magenta"
+
+    bad = run_whatif(page, "make it faster")
+    assert bad["state"] == "error" and "make it faster" in bad["text"]
+
+    answer = ask_chat(page, f"why is step {step} slow?")
+    assert answer["state"] == "done", answer
+    assert answer["cause"] == cause and f"The cause is {cause}" in answer["answer"], answer
+    assert any(t.startswith("→ explain_step(") and "✓" in t for t in answer["tools"]), answer["tools"]
+    assert not errors, errors
+
+
+def test_page_shows_markup_in_op_names_as_text(browser: Any, server: str, tmp_path: Path) -> None:
+    response = upload(server, _xss_copy(tmp_path / "xss_names"), name="xss_names")
+    assert response.status_code == 201, response.text
+    trace = response.json()["trace"]
+    page, errors = open_page(browser, f"{server}/")
+    pick_trace(page, trace["id"])
+    page.check("#findings-all")
+    findings = page.inner_text("#findings")
+    assert SCRIPT_NAME in findings, findings[:2000]
+
+    step = slow_steps(page)[0]
+    open_timeline_step(page, step)
+    for name in (SCRIPT_NAME, IMG_NAME):
+        point = page.evaluate("name => window.oracleTimeline.reveal(name)", name)
+        assert point is not None, name
+        page.mouse.move(point["x"], point["y"])
+        page.wait_for_selector("#tooltip:not([hidden])")
+        assert page.text_content("#tooltip .tt-name") == name
+        page.mouse.move(0, 0)
+        page.wait_for_selector("#tooltip", state="hidden")
+
+    answer = ask_chat(page, f"why is step {step} slow?")
+    assert answer["state"] == "done" and SCRIPT_NAME in answer["answer"], answer
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert page.evaluate("document.querySelectorAll('img').length") == 0
+    assert page.evaluate("document.querySelectorAll('script').length") == 1  # the page's own module
+    assert not errors, errors
+
+
+def test_page_sends_the_token_of_its_url(browser: Any, server_settings: Any, uploaded: dict[str, Any]) -> None:
+    with serving(server_settings, token="page-token-1") as url:
+        page, _ = open_page(browser, f"{url}/")
+        page.wait_for_function("() => document.getElementById('upload-error').textContent.length > 0")
+        assert "token" in page.text_content("#upload-error")
+        page.close()
+        page, errors = open_page(browser, f"{url}/#token=page-token-1")
+        pick_trace(page, uploaded["id"])
+        assert page.text_content("#upload-error") == ""
+        assert not errors, errors
+
+
+def test_page_upload_shows_the_one_line_error_of_a_bad_file(browser: Any, server: str, tmp_path: Path) -> None:
+    bad = tmp_path / "rank0.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "name": "x"')
+    page, errors = open_page(browser, f"{server}/")
+    page.wait_for_selector("body[data-ready='1'], #trace-picker option", state="attached")
+    shown = upload_files(page, [bad])
+    assert "rank0.json" in shown and "\n" not in shown, shown
+    page.wait_for_selector("#trace-picker option", state="attached")
+    assert page.evaluate("fetch('api/health').then(r => r.status)") == 200  # the server keeps running
+    assert not errors, errors
