@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import secrets
 import signal
@@ -35,6 +36,14 @@ __all__ = ["ServerInfo", "ServerFiles", "start_server", "stop_server", "server_s
 
 START_HINT = "start it with `oracle db start`"
 HOST = "127.0.0.1"
+# A starting server shows life by logging or answering (LOADING while it reads its snapshot); one that
+# does neither for this long has hung (seen once, after "Done decoding graph"), and is started again.
+STALL_S = 15.0
+logger = logging.getLogger(__name__)
+
+
+class ServerHung(GraphStoreError):
+    """The server stopped answering and logging while it started."""
 _SAVE_POINTS = "300 1 60 1000"  # snapshot after 1 change in 5 min, or 1000 changes in 1 min
 
 
@@ -180,10 +189,23 @@ def _log_tail(files: ServerFiles, lines: int = 3) -> str:
     return " | ".join(t.strip() for t in tail) or "empty log"
 
 
+def _log_size(files: ServerFiles) -> int:
+    try:
+        return files.log.stat().st_size
+    except OSError:
+        return -1
+
+
 def _wait_ready(proc: subprocess.Popen[bytes], files: ServerFiles, port: int, password: str,
-                timeout_s: float) -> None:
-    """Waits until the server answers PING, retrying while it starts or loads its snapshot."""
+                timeout_s: float, stall_s: float = STALL_S) -> None:
+    """Waits until the server answers PING, retrying while it starts or loads its snapshot.
+
+    Raises:
+        ServerHung: neither an answer (LOADING counts) nor a new log line for ``stall_s``; it was killed.
+        GraphStoreError: it exited, or did not answer within ``timeout_s``.
+    """
     deadline = time.monotonic() + timeout_s
+    seen, size = time.monotonic(), _log_size(files)  # the last sign of life
     while True:
         if proc.poll() is not None:
             raise GraphStoreError(f"the FalkorDB server exited with code {proc.returncode} at start "
@@ -193,13 +215,19 @@ def _wait_ready(proc: subprocess.Popen[bytes], files: ServerFiles, port: int, pa
                 if c.ping():
                     return
         except redis.exceptions.BusyLoadingError:
-            pass  # loading the RDB snapshot: answers LOADING until done
+            seen = time.monotonic()  # loading the RDB snapshot: answers LOADING until done
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
             pass  # not listening yet
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if _log_size(files) != size:
+            seen, size = now, _log_size(files)
+        if now - seen > stall_s or now > deadline:
             proc.kill()
-            raise GraphStoreError(f"the FalkorDB server did not answer within {timeout_s:.0f} s "
-                                  f"(log {files.log}: {_log_tail(files)})")
+            proc.wait()
+            what = (f"stopped answering and logging for {stall_s:.0f} s" if now <= deadline
+                    else f"did not answer within {timeout_s:.0f} s")
+            raise (ServerHung if now <= deadline else GraphStoreError)(
+                f"the FalkorDB server {what} (log {files.log}: {_log_tail(files)})")
         time.sleep(0.05)
 
 
@@ -231,7 +259,8 @@ def start_server(home: Path, *, password: str | None = None, timeout_s: float = 
     """Starts the workspace's FalkorDB server, or returns the one already running.
 
     The port of the last run is reused when free, else the OS picks a free one; a port taken
-    between the check and the bind is retried on another port.
+    between the check and the bind is retried on another port, and a server that hangs while it
+    starts (see ``STALL_S``) is killed and started once more.
 
     Raises:
         GraphStoreError: the server does not start or answer in time (the log's tail says why).
@@ -244,17 +273,24 @@ def start_server(home: Path, *, password: str | None = None, timeout_s: float = 
         secret = _password(files, password)
         last = _read_state(files)
         ports = [last["port"]] if last else []
-        for attempt in range(3):
+        attempt, hung = 0, False
+        while True:
             port = ports[attempt] if attempt < len(ports) else _free_port()
             try:
                 pid = _spawn(files, port, secret, timeout_s)
+            except ServerHung:
+                if hung:
+                    raise
+                hung = True  # seen once after loading a snapshot: its data is on disk, start it again
+                logger.warning("the FalkorDB server hung at start; starting it again")
+                continue
             except GraphStoreError:
                 if attempt == 2 or "Address already in use" not in _log_tail(files, 10):
                     raise
+                attempt += 1
                 continue
             _write_state(files, pid, port)
             return ServerInfo(pid=pid, port=port, password=secret, files=files, is_new=True)
-    raise AssertionError("unreachable")
 
 
 def _wait_exit(pid: int, timeout_s: float) -> bool:

