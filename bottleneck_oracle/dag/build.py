@@ -181,7 +181,14 @@ def _edges(parts: list[tuple[np.ndarray, np.ndarray, EdgeType]]) -> tuple[np.nda
     src = np.concatenate([s for s, _, _ in parts]).astype(np.int32) if parts else np.zeros(0, np.int32)
     dst = np.concatenate([d for _, d, _ in parts]).astype(np.int32) if parts else np.zeros(0, np.int32)
     typ = np.concatenate([np.full(len(s), t, dtype=np.int8) for s, _, t in parts]) if parts else np.zeros(0, np.int8)
-    return src, dst, typ
+    # an inferred wait against a wait or a collective edge the other way would make a cycle: an eager gloo
+    # send done before its receive was posted (the collective already orders the two), or two zero-length
+    # ops at one instant in a damaged trace, each inferred to wait for the other. (A blocking copy's wait
+    # against its launch is no cycle: one leaves the copy's end, the other its call's start.)
+    key, back = src.astype(np.int64) << 32 | dst, dst.astype(np.int64) << 32 | src
+    ordering = (typ == EdgeType.SYNC) | (typ == EdgeType.COLLECTIVE)
+    kept = (typ != EdgeType.SYNC) | ~np.isin(key, back[ordering])
+    return src[kept], dst[kept], typ[kept]
 
 
 Parts = list[tuple[np.ndarray, np.ndarray, EdgeType]]

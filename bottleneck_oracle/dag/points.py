@@ -109,10 +109,11 @@ def _cross_edges(g: ExecGraph, arrival_point: np.ndarray, transfer: np.ndarray):
     cat = np.where(g.kind[s] == NodeKind.RUNTIME, _C[Category.LAUNCH_OVERHEAD], _C[Category.COMMUNICATION])
     out.append((2 * s, 2 * d, cat, s, EdgeType.LAUNCH, np.zeros(len(s), np.int64)))
     s, d = g.edges_of(EdgeType.SYNC)
-    # gloo: the worker may close its span late. Not between two members of one instance (an eager send
-    # done before its receive was posted): through the arrival point that edge would loop back into itself
-    same = (g.collective[s] >= 0) & (g.collective[s] == g.collective[d])
-    via = (arrival_point[s] >= 0) & ~gpu_node[s] & ~same
+    # between two members of one matched instance (an eager gloo send done before its receive was posted)
+    # the instance's own edges already order them; the edge would loop through its arrival point
+    apart = (arrival_point[s] < 0) | (g.collective[s] != g.collective[d])
+    s, d = s[apart], d[apart]
+    via = (arrival_point[s] >= 0) & ~gpu_node[s]  # gloo: the worker may close its span late
     done = np.where(via, completion_ns(g.collective, g.collectives.reliable, g.end_ns)[s], g.end_ns[s])
     # into the waiter's end when it was already running as the awaited work completed (a blocking
     # call, a range that closes on resume), else into its start

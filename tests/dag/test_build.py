@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 
 from bottleneck_oracle.dag import EdgeType, NodeKind, build_graph
+from bottleneck_oracle.dag.points import build_point_graph
 from bottleneck_oracle.traces import read_trace
-from tests.conftest import REAL
+from tests.conftest import DATA, REAL
 from tests.tracebuilder import kernel, op, runtime, step, write
 
 
@@ -72,3 +73,25 @@ def test_autograd_thread_handoffs_on_gpu_trace() -> None:
     assert any("pt_main" in a and "autograd" in b for a, b in labels)
     assert any("autograd" in a and "pt_main" in b for a, b in labels)
     assert np.count_nonzero(across) >= 6
+
+
+def test_two_edges_that_each_put_the_other_node_first_are_dropped() -> None:
+    # a damaged trace the fuzz found (tests/traces/test_fuzz.py): a zero-length ProfilerStep and a
+    # zero-length c10d::allreduce_ at one instant, each inferred to wait for the other: a cycle
+    g = build_graph(read_trace(DATA / "zero_length_instant"))
+    sync = g.edge_type == EdgeType.SYNC
+    forward = g.edge_src[sync].astype(np.int64) << 32 | g.edge_dst[sync]
+    assert not np.isin(forward, g.edge_dst[sync].astype(np.int64) << 32 | g.edge_src[sync]).any()
+    pg = build_point_graph(g)  # raised GraphError
+    assert len(pg.index.order) == len(pg.t)
+
+
+def test_an_eager_send_keeps_only_its_collective_edge() -> None:
+    # a real CPU pipeline capture at 8 micro-batches: a gloo send returned before its peer posted the
+    # receive, so the receive was inferred to wait for it, against the collective edge between the two
+    g = build_graph(read_trace(DATA / "pipeline_eager_send"))
+    s, d, kind = g.edge_src, g.edge_dst, g.edge_type
+    eager = (kind == EdgeType.COLLECTIVE) & (g.end_ns[d] < g.start_ns[s])  # receive → send, done before
+    assert eager.any()
+    sync = s[kind == EdgeType.SYNC].astype(np.int64) << 32 | d[kind == EdgeType.SYNC]
+    assert not np.isin(d[eager].astype(np.int64) << 32 | s[eager], sync).any()

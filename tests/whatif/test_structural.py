@@ -19,6 +19,7 @@ from bottleneck_oracle.synth.hardware import HARDWARE
 from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.whatif._ring import network_of, read_layout
 from bottleneck_oracle.whatif.structural import data_parallel, microbatches, pipeline_microbatches
+from tests.captured_noise import retaken
 
 # GPU-bound jobs whose gradient all-reduces (data parallel) or bubbles (pipeline) move the step
 DDP = SynthConfig(model="gpt2-small", steps=3)
@@ -309,16 +310,19 @@ def _captured(tmp_path_factory: pytest.TempPathFactory, **changes: int) -> Analy
 @pytest.mark.slow
 def test_data_parallel_rescales_a_gloo_all_reduce_and_the_wait_behind_it(
         tmp_path_factory: pytest.TempPathFactory) -> None:
-    a = _captured(tmp_path_factory)
-    pg = a.points
-    # a gloo collective's transfer is the lag of the wait leaving its arrival point: it goes with dp=1
-    wait = (pg.origin == EdgeType.SYNC) & (pg.node[pg.src] < 0) & (pg.owner >= 0)
-    assert wait.any() and np.all(data_parallel(a, 1).weight_scale[wait] == 0.0)
-    # one message size: the bandwidth term alone, 2(D-1)/D over 2(n-1)/n = 1.75 from 2 to 8 ranks (an
-    # all-reduce far slower than the rest on this shared machine keeps its extra time as a delay)
-    eight = data_parallel(a, 8)
-    assert np.median(eight.weight_scale[wait]) == pytest.approx(1.75) and (eight.weight_scale[wait] >= 1).all()
-    assert any("pure bandwidth ratio" in text for text in eight.assumptions)
+    def rescaled(a: Analysis) -> None:
+        pg = a.points
+        # a gloo collective's transfer is the lag of the wait leaving its arrival point: it goes with dp=1
+        wait = (pg.origin == EdgeType.SYNC) & (pg.node[pg.src] < 0) & (pg.owner >= 0)
+        assert wait.any() and np.all(data_parallel(a, 1).weight_scale[wait] == 0.0)
+        # one message size: the bandwidth term alone, 2(D-1)/D over 2(n-1)/n = 1.75 from 2 to 8 ranks (an
+        # all-reduce far slower than the rest on this shared machine keeps its extra time as a delay)
+        eight = data_parallel(a, 8)
+        assert np.median(eight.weight_scale[wait]) == pytest.approx(1.75) and (eight.weight_scale[wait] >= 1).all()
+        assert any("pure bandwidth ratio" in text for text in eight.assumptions)
+
+    # a capture where the machine slowed most of the all-reduces is taken again (tests/captured_noise.py)
+    retaken(lambda _: _captured(tmp_path_factory), rescaled)
 
 
 @pytest.mark.slow
