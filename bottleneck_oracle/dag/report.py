@@ -13,10 +13,11 @@ import numpy as np
 
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.critical_path import StepReport
+from bottleneck_oracle.dag.finding import Finding
 from bottleneck_oracle.dag.slow_steps import compare_steps
 from bottleneck_oracle.dag.types import CATEGORIES, NodeKind
 
-__all__ = ["AnalysisDict", "PathColumns", "analysis_to_dict", "file_ts_us", "TOP_CONTRIBUTORS"]
+__all__ = ["AnalysisDict", "PathColumns", "analysis_to_dict", "file_ts_us", "finding_to_dict", "TOP_CONTRIBUTORS"]
 
 TOP_CONTRIBUTORS = 10  # path segments listed per step by default, largest first
 _KINDS = np.array([k.name.lower() for k in NodeKind] + ["gap"], dtype=object)  # "gap": no node
@@ -137,6 +138,12 @@ def _step(a: Analysis, r: StepReport, slow: set[tuple[int, int]], median_ns: dic
     return out
 
 
+def finding_to_dict(f: Finding) -> dict[str, object]:
+    """One finding as JSON-ready data."""
+    return {"category": f.category.value, "step": f.step, "ranks": list(f.ranks), "ops": list(f.ops),
+            "impact_ms": f.impact_ms, "severity": f.severity, "waiting": list(f.waiting), "evidence": f.evidence}
+
+
 def analysis_to_dict(a: Analysis, step: int | None = None, rank: int | None = None, *,
                      full_paths: bool = False, top: int = TOP_CONTRIBUTORS) -> AnalysisDict:
     """The analysis as JSON-ready data (numpy arrays where a path is whole), optionally for one step
@@ -159,9 +166,7 @@ def analysis_to_dict(a: Analysis, step: int | None = None, rank: int | None = No
             for s in a.slow_steps if keep(s.step, s.rank)
         ],
         findings=[
-            {"category": f.category.value, "step": f.step, "ranks": list(f.ranks), "ops": list(f.ops),
-             "impact_ms": f.impact_ms, "severity": f.severity, "waiting": list(f.waiting), "evidence": f.evidence}
-            for f in a.findings
+            finding_to_dict(f) for f in a.findings
             if (step is None or f.step in (step, None)) and (rank is None or rank in f.ranks)
         ],
     )

@@ -9,6 +9,7 @@ from typing import Any
 
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.dag.analysis import Analysis
+from bottleneck_oracle.dag.report import finding_to_dict
 from bottleneck_oracle.graphdb.playbook import PlaybookEntry, read_playbook
 from bottleneck_oracle.workspace.traces import open_trace
 
@@ -31,9 +32,7 @@ def finding_rows(a: Analysis, playbook: Sequence[PlaybookEntry]) -> list[dict[st
     for f in a.findings:
         category = f.category.value
         remedy = first.get(category)
-        rows.append({"category": category, "step": f.step, "ranks": list(f.ranks), "ops": list(f.ops),
-                     "impact_ms": f.impact_ms, "severity": f.severity, "waiting": list(f.waiting),
-                     "summary": _summary(category, f.step, f.ranks, f.impact_ms), "evidence": f.evidence,
+        rows.append({**finding_to_dict(f), "summary": _summary(category, f.step, f.ranks, f.impact_ms),
                      "remedy": f"{remedy.title}: {remedy.remedy}" if remedy else None})
     return rows
 

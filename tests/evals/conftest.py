@@ -12,7 +12,9 @@ from bottleneck_oracle.config import Settings
 from bottleneck_oracle.evals.cases import load_cases
 from bottleneck_oracle.evals.make_cases import make_cases
 from bottleneck_oracle.evals.types import Case
-from bottleneck_oracle.graphdb import stop_server
+from bottleneck_oracle.synth import SynthConfig, synthesize
+from bottleneck_oracle.truth.injection import parse_injection
+from tests.agent.cases import workspace
 
 
 @pytest.fixture(scope="session")
@@ -32,8 +34,12 @@ def default_cases(case_dir: Path) -> dict[str, Case]:
 @pytest.fixture(scope="session")
 def eval_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     """A fresh workspace; its FalkorDB server starts on first use and stops at the end."""
-    home = tmp_path_factory.mktemp("eval_home")
-    try:
-        yield Settings(home=home, workers=2)
-    finally:
-        stop_server(home)
+    with workspace(tmp_path_factory.mktemp("eval_home")) as settings:
+        yield settings
+
+
+def stalled_job(folder: Path) -> Path:
+    """A synthetic 2-rank job in ``folder`` whose rank 1 waits 40 ms on its data loader in step 2."""
+    synthesize(folder, SynthConfig(model="gpt2-small", dp=2, steps=4,
+                                   injections=(parse_injection("dataloader_stall@2:1=40ms"),)), workers=1)
+    return folder

@@ -10,9 +10,8 @@ import pytest
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.evals.latency import answers_of, run_latency, summarize
 from bottleneck_oracle.evals.types import Case, CaseResult, Expect, SuiteResult
-from bottleneck_oracle.graphdb import stop_server
-from bottleneck_oracle.synth import SynthConfig, synthesize
-from bottleneck_oracle.truth.injection import parse_injection
+from tests.agent.cases import workspace
+from tests.evals.conftest import stalled_job
 
 
 def _calls(*ms: float | None) -> list[dict[str, object]]:
@@ -48,15 +47,10 @@ def test_answers_of_nothing_timed_is_empty() -> None:
 
 @pytest.mark.slow  # the server, the sentence model and one agent turn: ~30 s on 2 cores
 def test_run_latency_asks_the_offline_agent(tmp_path: Path) -> None:
-    folder = tmp_path / "stall"
-    synthesize(folder, SynthConfig(model="gpt2-small", dp=2, steps=4,
-                                   injections=(parse_injection("dataloader_stall@2:1=40ms"),)), workers=1)
-    settings = Settings(home=tmp_path / "home", workers=2)
-    try:
+    folder = stalled_job(tmp_path / "stall")
+    with workspace(tmp_path / "home") as settings:
         result = run_latency([Case("stall", folder, ("Why is step 2 slow?",), Expect("dataloader_stall", 2))],
                              settings)
-    finally:
-        stop_server(settings.home)
     (row,) = result.cases
     m = result.metrics
     assert row.passed and m["n"] == 1 and m["latency_p50_s"] == m["latency_p95_s"] > 0

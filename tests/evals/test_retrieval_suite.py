@@ -11,10 +11,9 @@ import pytest
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.evals.retrieval_suite import context_ops, run_retrieval
 from bottleneck_oracle.evals.types import Case, Expect
-from bottleneck_oracle.graphdb import stop_server
-from bottleneck_oracle.synth import SynthConfig, synthesize
-from bottleneck_oracle.truth.injection import parse_injection
 from bottleneck_oracle.workspace.ingest import ingest
+from tests.agent.cases import workspace
+from tests.evals.conftest import stalled_job
 
 STEP = 2
 NEXT = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"  # the op the stall lengthens
@@ -22,20 +21,15 @@ NEXT = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"  # the op t
 
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    home = tmp_path_factory.mktemp("retrieval_suite_home")
-    try:
-        yield Settings(home=home, workers=2)
-    finally:
-        stop_server(home)
+    with workspace(tmp_path_factory.mktemp("retrieval_suite_home")) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")
 def stalled(tmp_path_factory: pytest.TempPathFactory, settings: Settings) -> Path:
     """The job, ingested ahead without the graph model's predictions and the finding memory (neither is
     in the context; together they are most of a first load's 30 s on 2 cores): the suite finds it loaded."""
-    folder = tmp_path_factory.mktemp("retrieval_suite") / "stall"
-    synthesize(folder, SynthConfig(model="gpt2-small", dp=2, steps=4,
-                                   injections=(parse_injection("dataloader_stall@2:1=40ms"),)), workers=1)
+    folder = stalled_job(tmp_path_factory.mktemp("retrieval_suite") / "stall")
     ingest([folder], settings, predict=False, memory=False)
     return folder
 
@@ -73,12 +67,7 @@ def test_context_ops_reads_path_collectives_and_findings() -> None:
 
 @pytest.mark.slow  # a first load ingests with the graph model's predictions and the finding memory: ~30 s
 def test_run_retrieval_ingests_a_trace_it_has_not_seen(tmp_path: Path) -> None:
-    folder = tmp_path / "stall"
-    synthesize(folder, SynthConfig(model="gpt2-small", dp=2, steps=4,
-                                   injections=(parse_injection("dataloader_stall@2:1=40ms"),)), workers=1)
-    settings = Settings(home=tmp_path / "home", workers=2)
-    try:
+    folder = stalled_job(tmp_path / "stall")
+    with workspace(tmp_path / "home") as settings:
         result = run_retrieval([Case("stall", folder, (), Expect("dataloader_stall", STEP, (1,), (NEXT,)))], settings)
-    finally:
-        stop_server(settings.home)
     assert result.metrics["culprit_recall"] == 1.0 and result.cases[0].passed

