@@ -142,7 +142,8 @@ def water_level(weight: np.ndarray, amount: float) -> float:
     above = np.cumsum(w) - w * np.arange(1, len(w) + 1)  # what cutting everything down to w[i] removes
     i = int(np.searchsorted(above, amount))  # the first level that removes enough
     top = float(w[:i].sum())  # the i largest are cut to a level between w[i] and w[i-1]
-    return max((top - amount) / i, 0.0) if i else float(w[0])
+    # clamped: (top - amount) / i rounds a ulp above the largest when equal weights lose almost nothing
+    return min(max((top - amount) / i, 0.0), float(w[0])) if i else float(w[0])
 
 
 def _findings(a: Analysis, edit: Edit, step: int) -> list[Finding]:
