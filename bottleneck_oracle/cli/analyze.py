@@ -61,9 +61,22 @@ def analyze_command(
     if skipped := t["skipped_events"]:
         reasons = ", ".join(f"{reason}: {n}" for reason, n in skipped.items())
         console.print(f"{sum(skipped.values()):,} malformed event(s) skipped ({reasons})")
+    _gpu_lines(data, console)
     _steps_table(data, console)
     _findings_table(data, console)
     _why_slowest(data, console)
+
+
+def _gpu_lines(data: dict, console: Console) -> None:
+    """The GPU timeline of each rank over the trace, then what the GPU-bound steps are bound by."""
+    for t in data["gpu_timeline"]:
+        busy = t["busy_ms"] / t["total_ms"] if t["total_ms"] else 0.0
+        console.print(f"GPU of rank {t['rank']}: busy {busy:.0%} of {t['total_ms']:.1f} ms (computation "
+                      f"{t['computation_ms']:.1f}, communication {t['comm_ms']:.1f} of which exposed "
+                      f"{t['exposed_comm_ms']:.1f}, memcpy {t['memcpy_ms']:.1f}), idle {t['idle_ms']:.1f} ms",
+                      highlight=False)
+    for b in data["gpu_bound"][:4]:
+        console.print(f"  {b['evidence']}", highlight=False)
 
 
 def _steps_line(t: dict) -> str:
@@ -77,11 +90,16 @@ def _steps_line(t: dict) -> str:
 def _steps_table(data: dict, console: Console) -> None:
     from bottleneck_oracle.dag.types import CATEGORIES
 
-    columns = ("step", "rank", "wall", *(_SHORT[c.value] for c in CATEGORIES))
-    steps = table("Steps: wall time and where it went (ms, critical path)", (*columns, ""), right=columns)
+    with_gpu = any(s.get("gpu") for s in data["steps"])  # a busy column only where a GPU recorded work
+    columns = ("step", "rank", "wall", *(_SHORT[c.value] for c in CATEGORIES), *(("gpu%",) if with_gpu else ()))
+    title = "Steps: wall time and where it went (ms, critical path" + ("; gpu%: GPU busy)" if with_gpu else ")")
+    steps = table(title, (*columns, ""), right=columns)
     for s in data["steps"]:
         mark = "[bold red]slow[/]" if s["slow"] else ("partial" if s["partial"] else "")
         cells = [f"{s['breakdown_ms'][c.value]:.1f}" for c in CATEGORIES]
+        if with_gpu:
+            gpu = s.get("gpu")
+            cells.append(f"{100 * gpu['busy_ms'] / gpu['total_ms']:.0f}" if gpu and gpu["total_ms"] else "-")
         steps.add_row(str(s["step"]), str(s["rank"]), f"{s['wall_ms']:.1f}", *cells, mark)
     console.print(steps)
 
@@ -89,7 +107,9 @@ def _steps_table(data: dict, console: Console) -> None:
 def _findings_table(data: dict, console: Console) -> None:
     major = [f for f in data["findings"] if f["severity"] == "major"]
     minor = [f for f in data["findings"] if f["severity"] != "major"]
-    if not major:
+    if not major and data["gpu_bound"]:
+        console.print("No host-side or communication bottleneck: the GPU itself is (GPU-bound, above).")
+    elif not major:
         console.print("No bottleneck found: no step stands out and no category dominates.")
     else:
         _print_findings(console, "Findings (largest impact first)", major[:15])
@@ -121,6 +141,9 @@ def _why_slowest(data: dict, console: Console) -> None:
         console.print(f"  the rank's other steps take {median:.1f} ms (median)")
     major = [f for f in data["findings"] if f["severity"] == "major"]
     reasons = [f for f in major if f["step"] == step] or [f for f in major if f["step"] is None]
+    bound = [b for b in data["gpu_bound"] if b["rank"] == rank and b["step"] in (step, None)]
+    for b in bound[:1]:
+        console.print(f"  - {b['evidence']}", highlight=False)
     for f in reasons[:3]:
         console.print(f"  - [bold]{f['category']}[/]: {f['evidence']}", highlight=False)
     console.print("  largest items on its critical path:")

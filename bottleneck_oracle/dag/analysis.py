@@ -9,6 +9,7 @@ import numpy as np
 from bottleneck_oracle.dag.build import build_graph
 from bottleneck_oracle.dag.critical_path import StepReport, check_replay, find_critical_paths, node_slack
 from bottleneck_oracle.dag.findings import Finding, find_bottlenecks
+from bottleneck_oracle.dag.gpu_timeline import GpuTimeline, step_gpu_timeline, trace_gpu_timeline
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.points import PointGraph, build_point_graph
 from bottleneck_oracle.dag.slow_steps import SlowStep, find_slow_steps, partial_steps
@@ -29,6 +30,8 @@ class Analysis:
         partial_steps (frozenset[tuple[int, int]]): (step, rank) cut short by the profiler.
         findings (tuple[Finding, ...]): largest impact first.
         slack_ns (np.ndarray): int64[N] slack of every node.
+        gpu (GpuTimeline): what the GPU did in each step, one row per row of ``graph.steps``.
+        gpu_trace (GpuTimeline): what the GPU did over the trace, one row per rank with GPU work.
         steps_from (str | None): the regex whose user annotations are the steps (None: ProfilerStep).
     """
 
@@ -39,6 +42,8 @@ class Analysis:
     partial_steps: frozenset[tuple[int, int]]
     findings: tuple[Finding, ...]
     slack_ns: np.ndarray
+    gpu: GpuTimeline
+    gpu_trace: GpuTimeline
     steps_from: str | None = None
 
 
@@ -56,9 +61,10 @@ def analyze(trace: Trace, steps_from: str | None = None) -> Analysis:
     partial = partial_steps(reports)
     complete = [r for r in reports if (r.step, r.rank) not in partial]
     slow = find_slow_steps(reports)
+    gpu = step_gpu_timeline(graph)
     return Analysis(
         graph=graph, points=points, steps=tuple(reports), slow_steps=tuple(slow),
         partial_steps=frozenset(partial),
-        findings=tuple(find_bottlenecks(graph, complete, {s.step for s in slow})),
-        slack_ns=node_slack(graph, points, dist), steps_from=steps_from,
+        findings=tuple(find_bottlenecks(graph, complete, {s.step for s in slow}, gpu)),
+        slack_ns=node_slack(graph, points, dist), gpu=gpu, gpu_trace=trace_gpu_timeline(trace), steps_from=steps_from,
     )

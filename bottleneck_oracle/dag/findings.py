@@ -11,7 +11,9 @@ import numpy as np
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.detectors import category_findings, checkpoints, host_pauses, slow_compute, stragglers
 from bottleneck_oracle.dag.finding import CAT_INDEX, MAJOR, Finding, own_ns
+from bottleneck_oracle.dag.gpu_bound import agree_with_gpu
 from bottleneck_oracle.dag.gpu_detectors import host_bound, host_syncs, p2p_nodes, pipeline_bubbles
+from bottleneck_oracle.dag.gpu_timeline import GpuTimeline
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.severity import bound_findings
 from bottleneck_oracle.dag.types import Bottleneck, Category
@@ -19,13 +21,16 @@ from bottleneck_oracle.dag.types import Bottleneck, Category
 __all__ = ["Finding", "find_bottlenecks"]
 
 
-def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[int]) -> list[Finding]:
-    """Every finding of every detector, impacts capped by their step's excess: major findings
-    first, largest impact first, then the minor ones (anomalies of steps that are not slow).
+def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[int],
+                     gpu: GpuTimeline | None = None) -> list[Finding]:
+    """Every finding of every detector, impacts capped by their step's excess and, on the host side,
+    by the GPU's idle time (``dag/gpu_bound.py``): major findings first, largest impact first, then
+    the minor ones (anomalies of steps that are not slow).
 
     Args:
         reports: the complete steps (partial ones left out).
         slow_steps: step numbers slow on some rank; step anomalies are looked for only there.
+        gpu: the GPU timeline of every row of ``g.steps``; None leaves host-side findings uncapped.
     """
     own = lambda cat: (lambda r: own_ns(r, cat))  # noqa: E731
     mask = lambda cat: (lambda r: (r.path_category == CAT_INDEX[cat]) & (r.path_rank == r.rank))  # noqa: E731
@@ -52,7 +57,10 @@ def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[in
                              "host time issuing GPU work", 0.30)
     )
     best: dict[tuple[Bottleneck, int | None, tuple[int, ...]], Finding] = {}
-    for f in sorted(bound_findings(found, reports), key=lambda f: -f.impact_ms):  # one per kind, step, ranks
+    bounded = bound_findings(found, reports)
+    if gpu is not None:
+        bounded = agree_with_gpu(g, gpu, bounded)
+    for f in sorted(bounded, key=lambda f: -f.impact_ms):  # one per kind, step, ranks
         best.setdefault((f.category, f.step, f.ranks), f)
     # what made a rank late explains the slow steps of the ranks that waited for it
     late = {(f.step, f.ranks) for f in best.values() if f.category == Bottleneck.STRAGGLER_RANK and f.severity == MAJOR}

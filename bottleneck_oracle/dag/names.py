@@ -11,7 +11,8 @@ import numpy as np
 
 from bottleneck_oracle.dag.types import Role
 
-__all__ = ["classify_names", "collective_type", "p2p_direction", "step_number", "is_comm_kernel"]
+__all__ = ["COMM_LIBRARIES", "classify_names", "collective_type", "comm_library", "p2p_direction", "step_number",
+           "is_comm_kernel"]
 
 _LAUNCH = frozenset({
     "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
@@ -34,8 +35,23 @@ _CHECKPOINT = re.compile(
     r"(?i)(save|load|async)[_ ]?checkpoint|checkpoint[_ ]?(save|load|write)|torch\.(save|load)\b|"
     r"serialization\.py"
 )
-_COMM_KERNEL = re.compile(r"^(nccl|rccl|hccl)|ncclKernel|ncclDevKernel")
-_NCCL_TYPE = re.compile(r"ncclKernel_([A-Za-z]+)|ncclDevKernel_([A-Za-z]+)|^(?:nccl|rccl)([A-Z][A-Za-z]+)")
+# Communication kernels, whoever wrote them: the one table every layer reads (the breakdown, the GPU
+# timeline, findings, what-if selectors, the graph model's node types). (library, name pattern,
+# collective its kernels run when the name does not say: "" for none). gloo runs on CPU threads as
+# ``gloo:*`` ops (``classify_names``). Kernel names may carry a ``void `` prefix and template arguments.
+COMM_LIBRARIES: tuple[tuple[str, str, str], ...] = (
+    ("NCCL", r"^(void )?nccl|ncclKernel|ncclDevKernel", ""),
+    ("RCCL", r"^(void )?rccl|rcclGenericKernel", ""),
+    ("HCCL", r"^(void )?hccl", ""),
+    ("DeepEP", r"dpsk::ep::|deep_ep\b|deep_ep::", "alltoall"),  # MoE dispatch / combine: an all-to-all
+    ("NVSHMEM", r"(?i:nvshmem)", ""),
+    ("MSCCL++", r"(?i:mscclpp)", ""),
+    ("custom all-reduce", r"cross_device_reduce|(?i:(one|two)_?shot_?all_?reduce)", "allreduce"),  # vLLM, SGLang, TRT-LLM
+    ("Transformer Engine userbuffers", r"(?i:userbuffers)", ""),
+)
+_COMM_KERNEL = re.compile("|".join(f"(?:{p})" for _, p, _ in COMM_LIBRARIES))
+_NCCL_TYPE = re.compile(r"ncclKernel_([A-Za-z]+)|ncclDevKernel_([A-Za-z]+)|^(?:nccl|rccl)(?!Generic)([A-Z][A-Za-z]+)")
+_NAMED_TYPE = re.compile(r"(?i)all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast")
 
 
 def step_number(name: str) -> int | None:
@@ -45,8 +61,13 @@ def step_number(name: str) -> int | None:
 
 
 def is_comm_kernel(name: str) -> bool:
-    """True for NCCL/RCCL/HCCL kernel names."""
+    """True for the kernels of every library of ``COMM_LIBRARIES``."""
     return bool(_COMM_KERNEL.search(name))
+
+
+def comm_library(name: str) -> str:
+    """The ``COMM_LIBRARIES`` library of a communication kernel, ``""`` for other names."""
+    return next((lib for lib, pattern, _ in COMM_LIBRARIES if re.search(pattern, name)), "")
 
 
 def collective_type(name: str) -> str:
@@ -62,11 +83,15 @@ def collective_type(name: str) -> str:
         base = name[6:]
     elif name.startswith("nccl:"):
         base = name[5:]
-    else:
-        m = _NCCL_TYPE.search(name)
-        if not m:
-            return ""
+    elif m := _NCCL_TYPE.search(name):
         base = next(g for g in m.groups() if g)
+    elif lib := comm_library(name):
+        named = _NAMED_TYPE.search(name)
+        # DeepEP's dispatch and combine are its all-to-all; other libraries say it in the name or not at all
+        base = next(c for l, _, c in COMM_LIBRARIES if l == lib) or (named.group(0) if named else "")
+        return base.lower().replace("_", "")
+    else:
+        return ""
     base = base.lower().replace("_base", "").replace("_", "")
     return "sendrecv" if base in ("alltoall", "send", "recv", "alltoallv") else base
 

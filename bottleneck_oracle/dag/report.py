@@ -14,6 +14,7 @@ import numpy as np
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.finding import Finding
+from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
 from bottleneck_oracle.dag.slow_steps import compare_steps
 from bottleneck_oracle.dag.types import CATEGORIES, NodeKind
 
@@ -49,6 +50,8 @@ class PathColumns(TypedDict):
 class StepDict(TypedDict, total=False):
     step: int
     rank: int
+    start_us: float  # the step's window, as the rank's file writes ``ts``
+    end_us: float
     wall_ms: float
     median_ms: float | None  # of the rank's other complete steps; None below three steps or when partial
     critical_path_ms: float
@@ -56,12 +59,15 @@ class StepDict(TypedDict, total=False):
     slow: bool
     partial: bool
     breakdown_ms: dict[str, float]
+    gpu: dict[str, float] | None  # the GPU timeline over the step's window (dag/gpu_timeline.py); None: no GPU
     top_contributors: list[PathEntry]
     critical_path: PathColumns  # with full_paths only
 
 
 class AnalysisDict(TypedDict):
     trace: dict[str, object]
+    gpu_timeline: list[dict[str, float]]  # one record per rank with GPU work, over the trace's window
+    gpu_bound: list[dict[str, object]]  # steps (or ranks) whose GPU was busy most of the window
     steps: list[StepDict]
     slow_steps: list[dict[str, object]]
     findings: list[dict[str, object]]
@@ -123,15 +129,17 @@ def _trace_summary(a: Analysis) -> dict[str, object]:
 
 
 def _step(a: Analysis, r: StepReport, slow: set[tuple[int, int]], median_ns: dict[tuple[int, int], int],
-          full_paths: bool, top: int) -> StepDict:
+          full_paths: bool, top: int, gpu_rows: dict[tuple[int, int], int]) -> StepDict:
     median = median_ns.get((r.step, r.rank))
+    row = gpu_rows.get((r.step, r.rank))
     out = StepDict(
-        step=r.step, rank=r.rank, wall_ms=round(r.wall_ns / 1e6, 3),
+        step=r.step, rank=r.rank, start_us=file_ts_us(a, r.rank, r.start_ns), end_us=file_ts_us(a, r.rank, r.end_ns),
+        wall_ms=round(r.wall_ns / 1e6, 3),
         median_ms=None if median is None else round(median / 1e6, 3),
         critical_path_ms=round(int(r.path_dur_ns.sum()) / 1e6, 3), critical_path_len=len(r.path_node),
         slow=(r.step, r.rank) in slow, partial=(r.step, r.rank) in a.partial_steps,
         breakdown_ms={c.value: round(v / 1e6, 3) for c, v in r.breakdown_ns.items()},
-        top_contributors=_top(a, r, top),
+        gpu=None if row is None else a.gpu.record(row), top_contributors=_top(a, r, top),
     )
     if full_paths:
         out["critical_path"] = _segments(a, r, np.arange(len(r.path_node)))
@@ -157,9 +165,17 @@ def analysis_to_dict(a: Analysis, step: int | None = None, rank: int | None = No
     complete = [r for r in a.steps if (r.step, r.rank) not in a.partial_steps]
     median_ns = {(s.step, s.rank): s.median_ns for s, _ in compare_steps(complete)}
     keep = lambda s, r: (step is None or s == step) and (rank is None or r == rank)  # noqa: E731
+    gpu_ranks = set(a.gpu_trace.rank.tolist())
+    g = a.graph
+    gpu_rows = {(int(s), int(r)): i for i, (s, r) in enumerate(zip(g.steps.step.tolist(), g.steps.rank.tolist()))
+                if r in gpu_ranks}
+    bound = gpu_bound_steps(g, a.gpu, [(r.step, r.rank) for r in complete])
     return AnalysisDict(
         trace=_trace_summary(a),
-        steps=[_step(a, r, slow, median_ns, full_paths, top) for r in a.steps if keep(r.step, r.rank)],
+        gpu_timeline=[{"rank": int(a.gpu_trace.rank[i]), **a.gpu_trace.record(i)} for i in range(len(a.gpu_trace))
+                      if rank is None or a.gpu_trace.rank[i] == rank],
+        gpu_bound=[b.to_dict() for b in bound if (step is None or b.step in (step, None)) and (rank is None or b.rank == rank)],
+        steps=[_step(a, r, slow, median_ns, full_paths, top, gpu_rows) for r in a.steps if keep(r.step, r.rank)],
         slow_steps=[
             {"step": s.step, "rank": s.rank, "wall_ms": round(s.wall_ns / 1e6, 3),
              "median_ms": round(s.median_ns / 1e6, 3), "excess_ms": round(s.excess_ns / 1e6, 3)}

@@ -38,7 +38,7 @@ __all__ = [
     "edit_to_json", "edit_type", "fixed_injections", "format_edit", "parse_edit", "step_rows", "write_whatif",
 ]
 
-COLLECTIVES = ("allreduce", "reducescatter", "allgather", "sendrecv")
+COLLECTIVES = ("allreduce", "reducescatter", "allgather", "sendrecv", "alltoall", "broadcast")
 # The op classes of dag/op_classes.py, named here so an edit is checked where it is parsed.
 OP_CLASS_NAMES = ("gemm", "attention", "norm", "softmax", "loss", "embedding", "optimizer", "dataloader",
                   "checkpoint", "memory", "elementwise", "backward")

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.dag.op_classes import op_class_mask
+from bottleneck_oracle.dag.op_classes import COLLECTIVES as OP_COLLECTIVES
+from bottleneck_oracle.dag.op_classes import classify_strings, op_class_mask
 from bottleneck_oracle.dag.types import NodeKind
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.truth.edits import COLLECTIVES, Edit, EditKind, Selector
@@ -70,9 +71,13 @@ def select_nodes(a: Analysis, select: Selector) -> np.ndarray:
         hit = np.fromiter((bool(pattern.search(s)) for s in g.trace.strings), dtype=bool, count=len(g.trace.strings))
         mask &= hit[g.name]
     if select.op in COLLECTIVES:
-        kinds = np.array([k == select.op or (select.op == "sendrecv" and k in ("send", "recv"))
-                          for k in g.collectives.kind] + [False], dtype=bool)
-        mask &= (g.kind == NodeKind.COMM) & kinds[np.where(g.collective >= 0, g.collective, len(g.collectives))]
+        picked = lambda k: k == select.op or (select.op == "sendrecv" and k in ("send", "recv"))  # noqa: E731
+        kinds = np.array([picked(k) for k in g.collectives.kind] + [False], dtype=bool)
+        # a kernel matched to no instance (one rank's trace, DeepEP's all-to-all) by its own name
+        _, coll, _ = classify_strings(g.trace.strings)
+        named = np.array([picked(k) for k in OP_COLLECTIVES] + [False], dtype=bool)[coll[g.name]] & (g.collective < 0)
+        mask &= (g.kind == NodeKind.COMM) & (kinds[np.where(g.collective >= 0, g.collective, len(g.collectives))]
+                                             | named)
     elif select.op:
         of_class = op_class_mask(g, select.op)
         on_gpu = of_class & np.isin(g.kind, _GPU_KINDS)

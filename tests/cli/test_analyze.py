@@ -22,14 +22,20 @@ def dlrm_json() -> dict:
 
 
 def test_analyze_json_has_the_documented_shape(dlrm_json: dict) -> None:
-    assert set(dlrm_json) == {"trace", "steps", "slow_steps", "findings"}
+    assert set(dlrm_json) == {"trace", "gpu_timeline", "gpu_bound", "steps", "slow_steps", "findings"}
     assert dlrm_json["trace"]["ranks"] == list(range(8))
+    assert [t["rank"] for t in dlrm_json["gpu_timeline"]] == list(range(8))
+    for t in dlrm_json["gpu_timeline"]:
+        assert t["busy_ms"] + t["idle_ms"] == pytest.approx(t["total_ms"], abs=1e-5)
+        assert 0 < t["busy_ms"] <= t["total_ms"] and t["exposed_comm_ms"] <= t["comm_ms"]
     steps = dlrm_json["steps"]
     assert [(s["step"], s["rank"]) for s in steps] == [(10, r) for r in range(8)]
     for s in steps:
         assert {"step", "rank", "wall_ms", "critical_path_ms", "critical_path_len", "breakdown_ms",
                 "top_contributors"} <= set(s) and "critical_path" not in s  # whole paths behind --full-paths
         assert sum(s["breakdown_ms"].values()) == pytest.approx(s["wall_ms"], abs=0.01)
+        assert (s["end_us"] - s["start_us"]) / 1000 == pytest.approx(s["wall_ms"], abs=0.002)
+        assert s["gpu"]["total_ms"] == pytest.approx(s["wall_ms"], abs=0.002) and s["gpu"]["comm_ms"] > 0
         top = s["top_contributors"]
         assert 0 < len(top) <= min(10, s["critical_path_len"])
         assert {"name", "kind", "rank", "ts_us", "dur_us", "contrib_us"} <= set(top[0])

@@ -1,0 +1,142 @@
+"""What each rank's GPU did, for the whole trace and in every step: busy, idle, and with what.
+
+The definition is TraceLens's ``gpu_timeline`` (TRACE-NOTES 9), so the two tools agree on one file:
+the kernels, copies and fills of the GPU rows; communication is the kernels of ``COMM_LIBRARIES``;
+computation the union of the other kernels and the fills; exposed communication the communication no
+computation overlaps; exposed memcpy the copies neither overlaps; busy the union of all; idle the
+window's rest. The trace's window is that of its GPU-side ``ProfilerStep`` labels when it has them,
+else from its first to its last GPU op; a step's window is its tiled window (``dag/steps.py``).
+
+The critical-path breakdown answers another question (what delayed the step); this one is what the
+GPU did, and a finding may not contradict it: a faster host cannot save time the GPU was busy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.intervals import covered, merged
+from bottleneck_oracle.dag.names import classify_names, step_number
+from bottleneck_oracle.traces import EventKind, Trace
+
+__all__ = ["FIELDS", "GpuTimeline", "gpu_ranks", "step_gpu_timeline", "trace_gpu_timeline"]
+
+FIELDS = ("computation", "comm", "exposed_comm", "memcpy", "exposed_memcpy", "busy", "idle", "total")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuTimeline:
+    """One row per window: ``rank`` and the time of each of ``FIELDS`` in it, int64 ns.
+
+    Shapes:
+        every field is a 1-D array of length W.
+    """
+
+    rank: np.ndarray
+    computation_ns: np.ndarray
+    comm_ns: np.ndarray
+    exposed_comm_ns: np.ndarray
+    memcpy_ns: np.ndarray
+    exposed_memcpy_ns: np.ndarray
+    busy_ns: np.ndarray
+    idle_ns: np.ndarray
+    total_ns: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rank)
+
+    def record(self, i: int) -> dict[str, float]:
+        """Window ``i`` in ms (rounded to ns), keyed ``computation_ms``, ..., ``total_ms``."""
+        return {f"{f}_ms": round(int(getattr(self, f"{f}_ns")[i]) / 1e6, 6) for f in FIELDS}
+
+    def busy_share(self, i: int) -> float:
+        """How much of window ``i`` the GPU was busy (0 for an empty window)."""
+        total = int(self.total_ns[i])
+        return int(self.busy_ns[i]) / total if total > 0 else 0.0
+
+
+class _RankGpu:
+    """The interval unions of one rank's GPU work, by what it is."""
+
+    def __init__(self, start: np.ndarray, end: np.ndarray, comm: np.ndarray, copy: np.ndarray) -> None:
+        compute = ~comm & ~copy
+        self.compute = merged(start[compute], end[compute])
+        self.comm = merged(start[comm], end[comm])
+        self.compute_or_comm = merged(start[~copy], end[~copy])
+        self.copy = merged(start[copy], end[copy])
+        self.any = merged(start, end)
+
+    def measure(self, lo: np.ndarray, hi: np.ndarray) -> dict[str, np.ndarray]:
+        def cover(intervals: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+            return covered(*intervals, lo, hi).astype(np.int64)
+
+        compute, comm, either, busy = cover(self.compute), cover(self.comm), cover(self.compute_or_comm), cover(self.any)
+        total = np.maximum(hi - lo, 0)
+        return {"computation": compute, "comm": comm, "exposed_comm": either - compute, "memcpy": cover(self.copy),
+                "exposed_memcpy": busy - either, "busy": busy, "idle": total - busy, "total": total}
+
+
+def _gpu_events(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(rank, start, end, is_comm, is_copy)`` of every kernel, copy and fill of the trace."""
+    ev = trace.events
+    rows = np.flatnonzero(np.isin(ev.kind, (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET)))
+    _, comm_name, _ = classify_names(trace.strings)
+    kind = ev.kind[rows]
+    is_comm = (kind == EventKind.KERNEL) & comm_name[ev.name[rows]]
+    return ev.rank[rows], ev.start_ns[rows], ev.start_ns[rows] + ev.dur_ns[rows], is_comm, kind == EventKind.MEMCPY
+
+
+def _by_rank(trace: Trace) -> dict[int, _RankGpu]:
+    rank, start, end, comm, copy = _gpu_events(trace)
+    return {r: _RankGpu(start[m], end[m], comm[m], copy[m]) for r in np.unique(rank).tolist() if (m := rank == r).any()}
+
+
+def _table(rows: list[tuple[int, dict[str, np.ndarray]]]) -> GpuTimeline:
+    ranks = np.concatenate([np.full(len(m["total"]), r, dtype=np.int32) for r, m in rows]) if rows else np.zeros(0, np.int32)
+    cols = {f"{f}_ns": (np.concatenate([m[f] for _, m in rows]) if rows else np.zeros(0, np.int64)) for f in FIELDS}
+    return GpuTimeline(rank=ranks, **cols)
+
+
+def gpu_ranks(trace: Trace) -> set[int]:
+    """The ranks that recorded GPU work (a kernel, copy or fill)."""
+    return set(_gpu_events(trace)[0].tolist())
+
+
+def _trace_window(trace: Trace, rank: int, gpu: _RankGpu) -> tuple[int, int]:
+    """The rank's GPU-side ``ProfilerStep`` labels from the first start to the last end, else its GPU work's."""
+    ev = trace.events
+    labels = np.flatnonzero((ev.kind == EventKind.GPU_ANNOTATION) & (ev.rank == rank))
+    steps = labels[[step_number(trace.strings[n]) is not None for n in ev.name[labels].tolist()]]
+    if len(steps):
+        return int(ev.start_ns[steps].min()), int((ev.start_ns[steps] + ev.dur_ns[steps]).max())
+    return int(gpu.any[0][0]), int(gpu.any[1][-1])
+
+
+def trace_gpu_timeline(trace: Trace) -> GpuTimeline:
+    """One row per rank with GPU work, over the trace's window (ranks in order)."""
+    rows = []
+    for rank, gpu in sorted(_by_rank(trace).items()):
+        lo, hi = _trace_window(trace, rank, gpu)
+        rows.append((rank, gpu.measure(np.array([lo]), np.array([hi]))))
+    return _table(rows)
+
+
+def step_gpu_timeline(g: ExecGraph) -> GpuTimeline:
+    """One row per row of ``g.steps``, over the step's window; all zeros but the window (idle, total)
+    on a rank without GPU work."""
+    steps = g.steps
+    by_rank = _by_rank(g.trace)
+    out = {f: np.zeros(len(steps), dtype=np.int64) for f in FIELDS}
+    for rank in np.unique(steps.rank).tolist():
+        rows = np.flatnonzero(steps.rank == rank)
+        lo, hi = steps.start_ns[rows], steps.end_ns[rows]
+        measured = by_rank[rank].measure(lo, hi) if rank in by_rank else None
+        for f in FIELDS:
+            if measured is not None:
+                out[f][rows] = measured[f]
+        if measured is None:
+            out["total"][rows] = out["idle"][rows] = np.maximum(hi - lo, 0)
+    return GpuTimeline(rank=steps.rank.copy(), **{f"{f}_ns": v for f, v in out.items()})
