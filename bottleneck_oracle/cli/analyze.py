@@ -58,9 +58,8 @@ def analyze_command(
     console.print(f"[bold]{len(t['ranks'])} rank(s)[/], {t['events']:,} events, {t['nodes']:,} nodes, "
                   f"{t['edges']:,} edges; {t['collectives_matched']} of {t['collectives']} collectives matched "
                   f"across ranks" + _steps_line(t))
-    if skipped := t["skipped_events"]:
-        reasons = ", ".join(f"{reason}: {n}" for reason, n in skipped.items())
-        console.print(f"{sum(skipped.values()):,} malformed event(s) skipped ({reasons})")
+    for note in t["health"]:  # what the trace cannot support (skipped events among them)
+        console.print(f"  {note['message']}", highlight=False)
     _gpu_lines(data, console)
     _steps_table(data, console)
     _findings_table(data, console)
@@ -82,9 +81,7 @@ def _gpu_lines(data: dict, console: Console) -> None:
 def _steps_line(t: dict) -> str:
     if t["steps_from"]:
         return f"; steps: user annotations matching {t['steps_from']!r}"
-    if t["steps_annotated"]:
-        return ""
-    return "; no ProfilerStep: the whole trace is one step (--steps-from REGEX makes matching annotations the steps)"
+    return ""  # a trace without steps says so in its health notes
 
 
 def _steps_table(data: dict, console: Console) -> None:
@@ -133,8 +130,9 @@ def _why_slowest(data: dict, console: Console) -> None:
     label = "the whole trace" if step < 0 else f"step {step}"
     median = slowest["median_ms"]
     if median is not None and not slowest["slow"]:
+        ratio = f"{slowest['wall_ms'] / median:.2f}x" if median > 0 else "against"  # empty steps have a 0 median
         console.print(f"\n[bold]{label.capitalize()} is not slow[/]: {slowest['wall_ms']:.1f} ms on rank {rank}, "
-                      f"{slowest['wall_ms'] / median:.2f}x the median {median:.1f} ms of the rank's other steps")
+                      f"{ratio} the median {median:.1f} ms of the rank's other steps")
         return
     console.print(f"\n[bold]Why is {label} slow?[/] (rank {rank}, {slowest['wall_ms']:.1f} ms)")
     if median is not None:

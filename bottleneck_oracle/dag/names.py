@@ -18,12 +18,16 @@ _LAUNCH = frozenset({
     "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
     "cudaLaunchCooperativeKernel", "cudaGraphLaunch", "cuGraphLaunch",
     "hipLaunchKernel", "hipExtModuleLaunchKernel", "hipModuleLaunchKernel", "hipGraphLaunch",
+    "hipExtLaunchKernel", "hipLaunchCooperativeKernel", "cuLaunchCooperativeKernel",
     "cudaMemsetAsync", "cudaMemset", "hipMemsetAsync", "hipMemset",
 })
 _SYNC = frozenset({
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
     "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
-    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipCtxSynchronize",
+    # synchronous copies: they return once the copy and the work before it are done (on MI300 the copy can
+    # seem to end a µs after the call returns: clocks skewed by more than the copy takes)
+    "cudaMemcpy", "hipMemcpy", "hipMemcpyWithStream",
 })
 _RECORD = frozenset({"cudaEventRecord", "cudaEventRecordWithFlags", "cuEventRecord", "hipEventRecord"})
 _WAIT = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent", "hipStreamWaitEvent"})

@@ -14,6 +14,7 @@ import numpy as np
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.finding import Finding
+from bottleneck_oracle.dag.health import trace_health
 from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
 from bottleneck_oracle.dag.slow_steps import compare_steps
 from bottleneck_oracle.dag.types import CATEGORIES, NodeKind
@@ -125,6 +126,8 @@ def _trace_summary(a: Analysis) -> dict[str, object]:
         "collectives": len(g.collectives),
         "collectives_matched": int(g.collectives.reliable.sum()),
         "devices": sorted({d for i in t.ranks for d in i.devices}),
+        # what the trace can and cannot support, one line each
+        "health": [{"code": n.code.value, "message": n.message} for n in trace_health(a)],
     }
 
 

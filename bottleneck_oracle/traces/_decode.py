@@ -23,6 +23,7 @@ IntLike = int | str
 
 class EventArgs(msgspec.Struct, gc=False, frozen=True):
     external_id: IntLike = msgspec.field(default=-1, name="External id")
+    old_external_id: IntLike = msgspec.field(default=-1, name="external id")  # PyTorch 1.8-1.9 runtime and GPU events
     correlation: IntLike = -1
     stream: IntLike = -1
     device: IntLike = -1

@@ -56,9 +56,12 @@ _SYNC_BY_NAME = {
     "Event Sync": SyncKind.EVENT,
     "Stream Wait Event": SyncKind.STREAM_WAIT,
 }
+# ROCm 7 records its copies and fills as kernels: by name they are copies and fills for every layer
+_ROCM_COPY_KERNELS = ("__amd_rocclr_copyBuffer", "__amd_rocclr_copyImage", "MEMORY_COPY_")
+_ROCM_FILL_KERNELS = ("__amd_rocclr_fillBuffer", "__amd_rocclr_fillImage")
 _COMM_PREFIXES = ("c10d::", "gloo:", "nccl:", "record_param_comms")
 _P2P_CALLS = ("c10d::send", "c10d::recv")
-_LAUNCH_FLOW_CATS = frozenset({"ac2g", "async_cpu_to_gpu"})
+_LAUNCH_FLOW_CATS = frozenset({"ac2g", "async_cpu_to_gpu", "async"})  # "async": PyTorch 1.8-1.9
 _UINT32_MINUS_ONE = 4294967295
 _GENERIC_THREAD_NAMES = ("(python)", "(pt_main_thread)", "python", "pt_main_thread")
 _FLOAT_EXACT_LIMIT_US = 9e12  # above this, float64 µs cannot hold every ns digit
@@ -111,6 +114,12 @@ def _peer(raw: msgspec.Raw) -> int:
     values = msgspec.json.decode(raw)
     peer = to_int(values[2]) if isinstance(values, list) and len(values) > 2 else -1
     return peer if -1 <= peer < 2**31 else -1
+
+
+def _kernel_kind(name: str) -> EventKind:
+    if name.startswith(_ROCM_COPY_KERNELS):
+        return EventKind.MEMCPY
+    return EventKind.MEMSET if name.startswith(_ROCM_FILL_KERNELS) else EventKind.KERNEL
 
 
 def _exact_us_to_ns(text: bytes | None) -> int:
@@ -198,8 +207,8 @@ class _Side:
 
 
 _ATTRS = {name: attrgetter(name) for name in (
-    "correlation", "external_id", "stream", "device", "nbytes", "seq_number", "wait_stream", "wait_record",
-    "coll_seq", "group_size")}
+    "correlation", "external_id", "old_external_id", "stream", "device", "nbytes", "seq_number", "wait_stream",
+    "wait_record", "coll_seq", "group_size")}
 _JSON_NAME = {f.name: f.encode_name for f in msgspec.structs.fields(EventArgs)}
 
 
@@ -213,6 +222,8 @@ def _chunk_columns(xs: list[Event], interner: _Interner) -> tuple[dict[str, np.n
     for k, get in _ATTRS.items():
         col[k], bad = int_column(list(map(get, args)))
         checks.append((f"bad {_JSON_NAME[k]}", bad))
+    old_id = col.pop("old_external_id")
+    col["external_id"] = np.where(col["external_id"] != -1, col["external_id"], old_id)
     checks.append(("bad Group size", (col["group_size"] < -(2**31)) | (col["group_size"] >= 2**31)))
     col["group_size"] = col["group_size"].astype(np.int32)
     is_comm = [n.startswith(_COMM_PREFIXES) for n in names]
@@ -229,7 +240,9 @@ def _chunk_columns(xs: list[Event], interner: _Interner) -> tuple[dict[str, np.n
     col["pg_name"] = interner.column([a.pg_name or (str(to_int(a.pg_id)) if a.pg_id != -1 else "") for a in args])
     col["dtype"] = interner.column([a.dtype for a in args])
     kind_of = {c: _KIND_BY_CAT[c.lower()] for c in {e.cat for e in xs}}  # type: ignore[union-attr]
-    col["kind"] = np.array([kind_of[e.cat] for e in xs], dtype=np.int8)
+    kinds = [kind_of[e.cat] for e in xs]
+    by_name = {n: _kernel_kind(n) for n in {n for n, k in zip(names, kinds) if k == EventKind.KERNEL}}
+    col["kind"] = np.array([by_name[n] if k == EventKind.KERNEL else k for n, k in zip(names, kinds)], dtype=np.int8)
     col["pid"] = interner.column([str(e.pid) for e in xs])
     col["tid"] = interner.column([str(e.tid) for e in xs])
     col["ts"] = float_column([e.ts for e in xs])  # µs ints < 2**53 stay exact; None → nan
@@ -277,10 +290,15 @@ def _start_ns(cols: dict[str, np.ndarray], doc: DecodedFile, rows: np.ndarray) -
     return start
 
 
+def _lane_id(text: str) -> int:
+    """A pid or tid as an int; PyTorch 1.8-1.9 name GPU rows ``stream 7``."""
+    return to_int(text[7:] if text.startswith("stream ") else text)
+
+
 def _lanes(cols: dict[str, np.ndarray], interner: _Interner, labels: dict[tuple[str, str], str]):  # type: ignore[no-untyped-def]
     """Lane of every event: (pid, tid) for CPU events, (device, stream) for GPU-side ones."""
     strings = interner.strings
-    as_int = np.array([to_int(x) for x in strings], dtype=np.int64)
+    as_int = np.array([_lane_id(x) for x in strings], dtype=np.int64)
     gpu = np.isin(cols["kind"], list(_GPU_SIDE))
     dev = np.where(cols["device"] != -1, cols["device"], as_int[cols["pid"]])
     stream = np.where(cols["stream"] != -1, cols["stream"], as_int[cols["tid"]])

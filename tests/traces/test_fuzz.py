@@ -2,7 +2,9 @@
 one-line bad-input error (``OracleError``, exit 2 in the CLI), never another exception.
 
 Seeds are windows of real captures: a 2-rank CPU/gloo DDP job (examples/gpt_2rank), a GPU
-trace with event syncs (cp_cuda_event_sync) and a window of an NCCL step (nccl_parser_config).
+trace with event syncs (cp_cuda_event_sync), a window of an NCCL step (nccl_parser_config), and
+public traces of other projects (wild/): an H100 step with Python frames (with_stack) and its
+user-annotation ProfilerStep, and an MI300 step rewritten in PyTorch 1.9's categories.
 Each case drops, duplicates and moves events, removes fields, replaces values by None,
 negatives, fractions, 1e300, 2**62..., changes phases and categories, writes the files to a
 folder and runs ``read_trace`` + ``analyze`` on it as ``oracle analyze`` does.
@@ -24,7 +26,8 @@ from hypothesis import strategies as st
 from bottleneck_oracle.dag.analysis import analyze
 from bottleneck_oracle.errors import OracleError
 from bottleneck_oracle.traces import read_trace
-from tests.conftest import REAL, REPO
+from tests.conftest import REAL, REPO, WILD
+from tests.old_kineto import to_pytorch19
 
 Doc = dict
 _VALUES = [None, 0, -1, -7, 3.5, -2.25, 1e300, -1e300, 2**62, -(2**62), 2**64, 10**30, 1e12, 4e15, 1e-3,
@@ -33,11 +36,14 @@ _VALUES = [None, 0, -1, -7, 3.5, -2.25, 1e300, -1e300, 2**62, -(2**62), 2**64, 1
 _NAMES = ["ProfilerStep#1", "ProfilerStep#99999999999999999999", "ProfilerStep#-3", "ProfilerStep#", "gloo:all_reduce",
           "nccl:all_reduce", "c10d::allreduce_", "c10d::send", "c10d::recv_", "cudaStreamSynchronize",
           "cudaDeviceSynchronize", "Event Sync", "Stream Wait Event", "cudaLaunchKernel", "cudaGraphLaunch",
-          "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "Optimizer.step#SGD.step", "aten::item"]
+          "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "Optimizer.step#SGD.step", "aten::item",
+          "hipMemcpyWithStream", "cudaMemcpyAsync", "__amd_rocclr_copyBuffer.kd", "__amd_rocclr_fillBufferAligned.kd",
+          "MEMORY_COPY_DEVICE_TO_HOST", "stream 7", "profiler.py(724): step"]
 _PHASES = ["X", "B", "E", "i", "I", "M", "s", "f", "C", "b", "e", "", None, 5]
 _CATS = [None, "", "cpu_op", "kernel", "cuda_runtime", "user_annotation", "gpu_memcpy", "cuda_sync", "fwdbwd",
-         "ac2g", "Trace", "gpu_user_annotation", "python_function", "unknown", 7]
-_ARGS = ["External id", "correlation", "stream", "device", "bytes", "Sequence number", "cuda_sync_kind",
+         "ac2g", "Trace", "gpu_user_annotation", "python_function", "unknown", 7,
+         "Operator", "Runtime", "Kernel", "Memcpy", "Memset", "async"]
+_ARGS = ["External id", "external id", "correlation", "stream", "device", "bytes", "Sequence number", "cuda_sync_kind",
          "wait_on_stream", "wait_on_cuda_event_record_corr_id", "Collective name", "In msg nelems", "dtype",
          "Group size", "Process Group Name", "Process Group ID", "Process Group Ranks", "Seq", "Comms Id",
          "Input Dims", "Concrete Inputs", "name"]
@@ -71,11 +77,15 @@ def _seeds() -> tuple[tuple[Doc, ...], ...]:
     gpu = REAL / "hta" / "cp_cuda_event_sync" / "event_sync_trace.json.gz"
     nccl = REAL / "hta" / "nccl_parser_config" / "nccl_data.json.gz"
     et = REAL / "hta" / "execution_trace"
+    stacks = WILD / "tracelens" / "h100" / "bert_small" / "trace.json.gz"
+    rocm = WILD / "tracelens" / "mi300" / "bert_small" / "trace.json.gz"
     return (
         tuple(_window(_load(gpt / f"rank{r}.pt.trace.json.gz"), "ProfilerStep#3", 250) for r in (0, 1)),
         (_load(gpu),),
         (_window(_load(nccl), "ProfilerStep#5", 200),),
         (_load(et / "benchmark_simple_add_trace.json.gz"), _load(et / "benchmark_simple_add_et.json.gz")),
+        (_window(_load(stacks), "ProfilerStep#6", 250),),
+        (to_pytorch19(_window(_load(rocm), "ProfilerStep#6", 250)),),
     )
 
 
