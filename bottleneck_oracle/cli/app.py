@@ -10,6 +10,7 @@ from bottleneck_oracle.cli._render import stderr
 from bottleneck_oracle.cli.analyze import analyze_command
 from bottleneck_oracle.cli.ask import ask_command, chat_command
 from bottleneck_oracle.cli.db import db_app, ingest_command, traces_command
+from bottleneck_oracle.cli.diff import diff_command
 from bottleneck_oracle.cli.eval import eval_app
 from bottleneck_oracle.cli.mcp import mcp_command
 from bottleneck_oracle.cli.model import gnn_eval_command, train_command
@@ -41,6 +42,7 @@ app.command("train")(train_command)
 app.command("gnn-eval")(gnn_eval_command)
 app.command("whatif")(whatif_command)
 app.command("optimize")(optimize_command)
+app.command("diff")(diff_command)
 app.command("ask")(ask_command)
 app.command("chat")(chat_command)
 app.command("mcp")(mcp_command)

@@ -25,7 +25,8 @@ from bottleneck_oracle.errors import ConfigError, NotFoundError
 from bottleneck_oracle.graphdb.loader import trace_id, trace_name
 from bottleneck_oracle.traces import read_trace
 
-__all__ = ["REGISTRY_NAME", "Resolved", "TraceEntry", "find_entry", "fingerprint_of", "known_traces", "open_trace",
+__all__ = ["REGISTRY_NAME", "Resolved", "TraceEntry", "atomic_write", "find_entry", "fingerprint_of", "known_traces",
+           "open_trace",
            "remember"]
 
 REGISTRY_NAME = "traces.json"
@@ -105,10 +106,10 @@ def remember(settings: Settings, entry: TraceEntry, a: Analysis) -> None:
     """Records ``entry`` (replacing one with its id) and caches its analysis."""
     home = Path(settings.home)
     (home / _CACHE_DIR).mkdir(parents=True, exist_ok=True)
-    _atomic_write(home / _CACHE_DIR / f"{entry.trace_id}.pkl",
+    atomic_write(home / _CACHE_DIR / f"{entry.trace_id}.pkl",
                   pickle.dumps((_CACHE_VERSION, a), protocol=pickle.HIGHEST_PROTOCOL))
     entries = [e for e in known_traces(settings) if e.trace_id != entry.trace_id] + [entry]
-    _atomic_write(home / REGISTRY_NAME, json.dumps({"traces": [e.to_json() for e in entries]}, indent=1).encode())
+    atomic_write(home / REGISTRY_NAME, json.dumps({"traces": [e.to_json() for e in entries]}, indent=1).encode())
 
 
 def find_entry(ref: str, settings: Settings) -> TraceEntry:
@@ -158,7 +159,7 @@ def _load_cached(settings: Settings, tid: str) -> Analysis | None:
     return a if version == _CACHE_VERSION and isinstance(a, Analysis) else None
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
     """Writes through a temporary file so a reader never sees half a file."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "wb") as f:
