@@ -1,15 +1,17 @@
-"""Real captures on a shared machine: whether a fault stands clear of a run's own noise, and a
-capture taken again while it does not (the machine slows for seconds at a time).
+"""Real captures on a shared machine: whether a fault stands clear of a run's own noise, a capture
+taken again while it does not (the machine slows for seconds at a time), and a failing one kept.
 
 A 2-core machine shared with other work stalls now and then for tens to hundreds of ms. A capture
-that hit such a stall holds a real slow step, which the analysis is right to report, so a test that
-needs a quiet run takes the capture again, up to three times. A fault of the code shows in every take;
-a burst of the machine's load in one take does not.
+that hit such a stall holds a real slow step, which the analysis is right to report, so the recorder
+of the committed captures (tests/captured_data.py) and the live tests (``make test-live``) take a
+capture again while its fault is hidden; a live test that still fails keeps its capture.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -22,6 +24,8 @@ from bottleneck_oracle.truth.injection import parse_injection
 
 T = TypeVar("T")
 ATTEMPTS = 3
+# where a live test that fails keeps its capture, to be read again (ignored by git, as the workspace is)
+KEPT = Path(__file__).resolve().parents[1] / ".oracle" / "failed-captures"
 
 
 def visible(a: Analysis, step: int, injected_ms: float) -> bool:
@@ -59,19 +63,6 @@ def injected(tmp: Path, text: str, take: Callable[[Path, str], Analysis], attemp
     pytest.skip(f"{attempts} captures too noisy to show a {text} (step walls {walls} ms)")
 
 
-def clean_capture(tmp: Path, take: Callable[[Path], Analysis], attempts: int = ATTEMPTS) -> Analysis:
-    """``take(folder)`` (a capture with no fault, analysed), taken again while a step is slow or a finding
-    names one; fails when every take does, which is what a false alarm of the analysis looks like."""
-    found = []
-    for attempt in range(attempts):
-        a = take(tmp / str(attempt))
-        if quiet(a):
-            return a
-        found.append(sorted({(s.step, s.rank) for s in a.slow_steps}
-                            | {(f.step, f.ranks) for f in a.findings if f.step is not None}, key=str))
-    pytest.fail(f"{attempts} clean captures all report slow steps or findings: {found}")
-
-
 def retaken(take: Callable[[int], T], check: Callable[[T], None], attempts: int = ATTEMPTS) -> T:
     """``check(take(i))`` for up to ``attempts`` takes of a real measurement (a re-capture); the first
     that passes is returned and the last failure raised when none does."""
@@ -84,3 +75,16 @@ def retaken(take: Callable[[int], T], check: Callable[[T], None], attempts: int 
             if attempt == attempts - 1:
                 raise
     raise AssertionError("no attempt")  # attempts < 1
+
+
+@contextmanager
+def kept_on_failure(folder: Path, label: str) -> Iterator[None]:
+    """Copies the capture in ``folder`` to ``KEPT/<label>`` when the block fails, and says where: the
+    run that failed can then be analysed again, to tell a fault of the code from a noisy take."""
+    try:
+        yield
+    except AssertionError as e:
+        kept = KEPT / label.replace("/", "_").replace("@", "_").replace(":", "_")
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.copytree(folder, kept)
+        raise AssertionError(f"{e}\n(the capture is kept in {kept})") from e

@@ -1,7 +1,7 @@
-"""Shared parts of the agent's end-to-end tests: a workspace with its own embedded FalkorDB, real
-jobs to ask about (captured CPU runs, synthetic GPU runs), and the checks every answer about a
-slow step must pass: the cause the analysis found, its step, rank(s) and a culprit op, all said in
-the text, and every number grounded in a tool result."""
+"""Shared parts of the agent's end-to-end tests: a workspace with its own embedded FalkorDB, jobs to
+ask about (synthetic GPU runs; the captured CPU runs are tests/captured_data.py), and the checks every
+answer about a slow step must pass: the cause the analysis found, its step, rank(s) and a culprit op,
+all said in the text, and every number grounded in a tool result."""
 
 from __future__ import annotations
 
@@ -10,20 +10,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
 from bottleneck_oracle.agent.conversation import Answer, Conversation
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.dag.analysis import Analysis, analyze
+from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.finding import MAJOR, Finding
 from bottleneck_oracle.graphdb import stop_server
 from bottleneck_oracle.synth import SynthConfig, synthesize
-from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.injection import parse_injection
 from bottleneck_oracle.vocabulary import Bottleneck
 
-# the shape tests/dag/test_captured.py captures: two gloo ranks, steps of a few hundred ms
-CAPTURE_SHAPE = {"ranks": 2, "steps": 6, "d_model": 256, "layers": 3, "seq_len": 128}
 # the tools the offline planner's plan for "why is step N slow?" may call
 WHY_SLOW_PLAN = frozenset({"explain_step", "whatif", "playbook_search"})
 # categories a clean answer must not name (any of them would be an invented cause)
@@ -44,18 +39,6 @@ def ask(settings: Settings, trace: str | Path, *questions: str) -> list[Answer]:
     """The offline agent's answers to ``questions``, in one conversation about ``trace``."""
     with Conversation(settings, trace=str(trace), llm="offline") as conversation:
         return [conversation.ask(q) for q in questions]
-
-
-def capture_analysed(folder: Path, inject: str | None = None) -> Analysis:
-    """A real 2-rank capture of the GPT job (``CAPTURE_SHAPE``) with one fault or none, analysed."""
-    pytest.importorskip("torch")
-    from bottleneck_oracle.capture.capture import capture
-    from bottleneck_oracle.capture.config import CaptureConfig
-    from bottleneck_oracle.capture.config import parse_injection as parse_capture
-
-    injections = (parse_capture(inject),) if inject else ()
-    capture(folder, CaptureConfig(**CAPTURE_SHAPE, injections=injections))  # type: ignore[arg-type]
-    return analyze(read_trace(folder, workers=2))
 
 
 def folder_of(a: Analysis) -> Path:

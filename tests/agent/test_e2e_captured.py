@@ -4,8 +4,8 @@ step, rank and a culprit op, grounded; on a clean capture it says no step is ano
 
 The agent must agree with the analysis, not beat it: where the analysis reports another category
 than the one injected (a known limit on gloo captures), the test expects what the analysis says.
-Marked slow: each fault is a real training run of tens of seconds, taken again while the
-machine's noise would hide it (``tests.captured_noise.injected``).
+The captures are committed under ``tests/data/gloo_*`` (recorded once, ``tests/captured_data.py``),
+so the verdict depends on the code alone.
 """
 
 from __future__ import annotations
@@ -22,30 +22,26 @@ from tests.agent.cases import (
     ask,
     assert_names_cause,
     assert_not_anomalous,
-    capture_analysed,
     folder_of,
     workspace,
 )
-from tests.captured_noise import clean_capture, injected
+from tests.captured_data import BY_INJECTION, captured
 
-pytestmark = pytest.mark.slow
-
-# injection -> (the category the analysis reports as the step's cause, or those it may, the ranks it
-# blames, what the fault costs in ms for the noise check: None is its size in ms)
-FAULTS: dict[str, tuple[str | tuple[str, ...], tuple[int, ...], float | None]] = {
-    "host_pause@5:0=400ms": ("host_pause", (0,), None),
+# injection -> (the category the analysis reports as the step's cause, or those it may, the ranks it blames)
+FAULTS: dict[str, tuple[str | tuple[str, ...], tuple[int, ...]]] = {
+    "host_pause@4:0=150ms": ("host_pause", (0,)),
     # the late rank's own pause comes first, then the straggler it made (tests/dag/test_captured.py):
     # the sleep at the step's start is a host_pause on rank 1, and the straggler_rank finding follows it
-    "straggler_rank@4:1=400ms": ("host_pause", (1,), None),
-    "dataloader_stall@4:0=400ms": ("dataloader_stall", (0,), None),
-    # about 4 ms a MB here; seen as a host_pause twice in a row late on 2026-12-01 (the save's write
-    # returning before the time it waits on shows: the rank's gap is then untraced host time)
-    "checkpoint_stall@4:1=128MB": (("checkpoint_stall", "host_pause"), (1,), 300.0),
-    "slow_compute@4:1=4x": ("slow_compute", (1,), 200.0),
+    "straggler_rank@4:1=150ms": ("host_pause", (1,)),
+    "dataloader_stall@4:0=150ms": ("dataloader_stall", (0,)),
+    # a save whose write returns before the time it waits on shows: the rank's gap is then untraced
+    # host time (seen as a host_pause on live captures)
+    "checkpoint_stall@4:1=64MB": (("checkpoint_stall", "host_pause"), (1,)),
+    "slow_compute@4:1=4x": ("slow_compute", (1,)),
     # a blocking all-reduce on gloo: the analysis counts the wait inside it as idle host time, so it
-    # reports host_pause on both ranks (README's known limits; tests/whatif/test_captured.py), or, on a
-    # loaded machine where gloo's own work inside it slows, slow_compute
-    "exposed_communication@4=256MB": (("host_pause", "slow_compute"), (), 200.0),
+    # reports host_pause on both ranks (README's known limits; tests/whatif/test_captured.py), or, where
+    # gloo's own work inside it slowed, slow_compute
+    "exposed_communication@4=128MB": (("host_pause", "slow_compute"), ()),
 }
 
 
@@ -57,28 +53,25 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
 
 
 @pytest.fixture(scope="module", params=sorted(FAULTS), ids=lambda i: i.split("@")[0])
-def faulty(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Analysis]:
-    """One capture per injected category (taken again while noise would hide it), analysed."""
+def faulty(request: pytest.FixtureRequest) -> tuple[str, Analysis]:
+    """The committed capture of one injected category, analysed."""
     inject: str = request.param
-    root = tmp_path_factory.mktemp(inject.split("@")[0])
-    return inject, injected(root, inject, capture_analysed, cost_ms=FAULTS[inject][2])
+    return inject, captured(BY_INJECTION[inject].name)
 
 
 @pytest.fixture(scope="module")
-def clean(tmp_path_factory: pytest.TempPathFactory) -> Analysis:
-    """A capture with no fault, taken again (up to 3 times) while the machine's noise makes a slow step."""
-    return clean_capture(tmp_path_factory.mktemp("clean"), capture_analysed)
+def clean() -> Analysis:
+    """The committed capture with no fault."""
+    return captured("gloo_clean")
 
 
 def test_why_slow_names_the_injected_fault(faulty: tuple[str, Analysis], settings: Settings) -> None:
     inject, a = faulty
-    expected, ranks, _ = FAULTS[inject]
+    expected, ranks = FAULTS[inject]
     step = parse_injection(inject).step
     found = analysis_cause(a, step)
     (answer,) = ask(settings, folder_of(a), f"Why is step {step} slow?")
-    if found is None:  # a machine loaded by other jobs can drown even a visible fault: the agent must agree
-        assert_not_anomalous(answer)
-        pytest.skip(f"the analysis found no cause of step {step} on this loaded machine; the agent agreed")
+    assert found is not None, f"the analysis found no cause of step {step}"  # the take shows its fault clearly
     category = found.category.value
     assert category in ((expected,) if isinstance(expected, str) else expected)  # known limits included (FAULTS)
     assert_names_cause(answer, category=category, step=step, ranks=ranks)

@@ -251,7 +251,7 @@ def _step_ms(profiler: StepProfiler | None, loop: _Loop, steps: int) -> Iterator
         profiler.stop()
 
 
-@pytest.mark.slow
+@pytest.mark.live  # a ratio of real times: make test-live
 def test_step_profiler_costs_nothing_outside_its_window(tmp_path: Path) -> None:
     schedule = StepSchedule(wait=20, warmup=1, active=2)  # steps 0-19 idle, 20 warmup, 21-22 recorded
     loop = _Loop(40)

@@ -15,6 +15,7 @@ from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.edits import WHATIF_NAME, Edit
 from bottleneck_oracle.vocabulary import Bottleneck
+from tests.capture.profiler_json import longest_gap_ms, read_json
 from tests.captured_noise import retaken
 
 TINY = {"layers": 2, "d_model": 64, "heads": 4, "seq_len": 32, "batch_size": 8, "vocab": 256, "timeout_s": 120}
@@ -65,8 +66,38 @@ def test_a_bad_edit_is_refused_before_anything_is_captured(tmp_path: Path) -> No
     assert not (tmp_path / "out").exists()
 
 
+@pytest.fixture(scope="module")
+def recaptured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CaptureWhatIf]:
+    """The stalled job captured, then again without its straggler."""
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("recaptured")
+    (result,) = capture_whatif(out, STALLED, [Edit.remove_injection(1)])
+    return out, result
+
+
 @pytest.mark.slow
-def test_recapture_without_the_straggler_gives_back_a_clean_step(tmp_path: Path) -> None:
+def test_recapture_runs_the_edited_job_and_records_both(recaptured: tuple[Path, CaptureWhatIf]) -> None:
+    out, result = recaptured
+    assert result.edited.config == apply_capture_edit(STALLED, Edit.remove_injection(1))
+    before, after = result.baseline.step_wall_ms, result.edited.step_wall_ms
+    rows = json.loads((out / WHATIF_NAME).read_text())["edits"][0]
+    assert rows["edit"]["kind"] == "remove_injection" and rows["traces"] == "whatif/0-remove_injection"
+    assert {(s, r): (b, a) for s, r, b, a in rows["step_ms"]} == {
+        (s, r): (before[r][s], after[r][s]) for r in before for s in before[r]}
+    # the edited traces read like any others, with the same ranks and steps
+    edited = read_trace(out / result.folder)
+    assert [info.rank for info in edited.ranks] == [0, 1]
+    # the faults are where they were put: the straggler's sleep is a gap of at least its length on rank 1
+    # in the baseline's step 4, and the pause that was kept one on rank 0 in both runs' step 3 (a loaded
+    # machine can only lengthen a sleep)
+    base = [read_json(out / name) for name in result.baseline.traces]
+    again = [read_json(out / result.folder / name) for name in result.edited.traces]
+    assert longest_gap_ms(base[1], 4) >= 0.99 * 150
+    assert min(longest_gap_ms(base[0], 3), longest_gap_ms(again[0], 3)) >= 0.99 * 40
+
+
+@pytest.mark.live
+def test_live_recapture_without_the_straggler_gives_back_a_clean_step(tmp_path: Path) -> None:
     def gone(result: CaptureWhatIf) -> None:
         before, after = result.baseline.step_wall_ms, result.edited.step_wall_ms
         clean = statistics.median(ms for rank in before.values() for step, ms in rank.items() if step not in (3, 4))
@@ -84,15 +115,8 @@ def test_recapture_without_the_straggler_gives_back_a_clean_step(tmp_path: Path)
         return capture_whatif(takes[-1], STALLED, [Edit.remove_injection(1)])[0]
 
     result = retaken(take, gone)
-    out = takes[-1]
-    before, after = result.baseline.step_wall_ms, result.edited.step_wall_ms
-    rows = json.loads((out / WHATIF_NAME).read_text())["edits"][0]
-    assert rows["edit"]["kind"] == "remove_injection" and rows["traces"] == "whatif/0-remove_injection"
-    assert {(s, r): (b, a) for s, r, b, a in rows["step_ms"]} == {
-        (s, r): (before[r][s], after[r][s]) for r in before for s in before[r]}
-
     # the edited traces read like any others: the straggler is gone, the pause is not
-    edited = analyze(read_trace(out / result.folder))
+    edited = analyze(read_trace(takes[-1] / result.folder))
     found = {(f.category, f.step) for f in edited.findings}
     assert (Bottleneck.STRAGGLER_RANK, 4) not in found
     assert (Bottleneck.HOST_PAUSE, 3) in found

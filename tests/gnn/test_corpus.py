@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -91,34 +92,50 @@ def test_a_stall_removed_in_a_capture_where_ddp_waited_out_of_sight_gives_the_jo
     assert w.replay_ms[0] == pytest.approx(w.true_ms[0], rel=0.3)
 
 
-@pytest.mark.slow  # times real steps: serial, beside no other work
-def test_a_real_recapture_without_a_stall_is_a_node_edit(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from bottleneck_oracle.dag.analysis import analyze
-    from bottleneck_oracle.dag.whatif import replay
-    from bottleneck_oracle.gnn.corpus import injection_removal, load_captures
-    from bottleneck_oracle.traces import read_trace
+@pytest.fixture(scope="module")
+def recaptured_stall(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real capture with a 150 ms data-loading stall, and its re-capture without it (``oracle capture``)."""
     from tests.conftest import run_oracle
 
-    out = run_oracle("capture", tmp_path / "cap", "--ranks", "2", "--steps", "5",
-                  "--inject", "dataloader_stall@4:1=150ms", "--whatif", "remove_injection=0")
-    assert out.returncode == 0, out.stderr
-    (sample,) = load_captures(tmp_path / "cap")
+    out = tmp_path_factory.mktemp("recaptured") / "cap"
+    done = run_oracle("capture", out, "--ranks", "2", "--steps", "5",
+                      "--inject", "dataloader_stall@4:1=150ms", "--whatif", "remove_injection=0")
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.slow
+def test_a_real_recapture_without_a_stall_is_a_node_edit(recaptured_stall: Path) -> None:
+    from bottleneck_oracle.gnn.corpus import load_captures
+
+    (sample,) = load_captures(recaptured_stall)
     (w,) = sample.whatifs
     assert w.label == "remove_injection" and [sample.graphs[i].step for i in w.graphs] == [4]
     (mask,) = w.masks
     assert mask.sum() == 1  # the stalled fetch on rank 1
+    assert w.replay_ms[0] <= sample.graphs[w.graphs[0]].step_ms  # removing work never slows the replay
+
+
+@pytest.mark.live  # compares real times of two runs: make test-live
+def test_live_recapture_without_a_stall_gives_its_time_back(recaptured_stall: Path) -> None:
+    from bottleneck_oracle.dag.analysis import analyze
+    from bottleneck_oracle.dag.whatif import replay
+    from bottleneck_oracle.gnn.corpus import injection_removal, load_captures
+    from bottleneck_oracle.traces import read_trace
+
+    (sample,) = load_captures(recaptured_stall)
+    (w,) = sample.whatifs
     observed = sample.graphs[w.graphs[0]].step_ms
     # replay gives the stall back to the stalled rank; the slowest rank's share depends on seeing
     # every wait for the peer (the case where DDP's finalize waited out of sight is a test above)
-    a = analyze(read_trace(tmp_path / "cap"))
-    edit, _ = injection_removal(a, tmp_path / "cap", 0)
+    a = analyze(read_trace(recaptured_stall))
+    edit, _ = injection_removal(a, recaptured_stall, 0)
     result = replay(a, [edit])
     stalled = (result.step == 4) & (result.rank == 1)
     assert (result.before_ns[stalled] - result.after_ns[stalled])[0] / 1e6 == pytest.approx(150, abs=30)
-    assert w.replay_ms[0] <= observed
     # and so did the re-capture: the step came back 150 ms faster, give or take the spread of the
     # clean steps of both runs, measured in this run
-    rows = json.loads((tmp_path / "cap" / WHATIF_NAME).read_text())["edits"][0]["step_ms"]
+    rows = json.loads((recaptured_stall / WHATIF_NAME).read_text())["edits"][0]["step_ms"]
     clean = [ms for step, _, *times in rows if step != 4 for ms in times if ms is not None]
     spread = max(clean) - min(clean)
     assert observed - w.true_ms[0] > 150 - max(spread, 10.0), (observed, w.true_ms[0], spread)

@@ -19,7 +19,8 @@ from bottleneck_oracle.synth.hardware import HARDWARE
 from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.whatif._ring import network_of, read_layout
 from bottleneck_oracle.whatif.structural import data_parallel, microbatches, pipeline_microbatches
-from tests.captured_noise import retaken
+from tests.captured_data import captured
+from tests.conftest import DATA
 
 # GPU-bound jobs whose gradient all-reduces (data parallel) or bubbles (pipeline) move the step
 DDP = SynthConfig(model="gpt2-small", steps=3)
@@ -41,9 +42,6 @@ CROSS_NODE = {
     "1b_dp2tp2": SynthConfig(model="1b", dp=2, tp=2, steps=3),
     "l40s_dp4_mb32": GPT2.with_changes(dp=4, micro_batch=32, hardware=replace(HARDWARE["H100"], name="NVIDIA L40S")),
 }
-# a real gloo job on CPU: 2 ranks, one tiny GPT (capture/), as the capture tests run it
-CAPTURED = {"ranks": 2, "steps": 4, "layers": 2, "d_model": 64, "heads": 4, "seq_len": 32, "batch_size": 8,
-            "vocab": 256, "timeout_s": 120}
 
 
 def _analysis(tmp_path_factory: pytest.TempPathFactory, config: SynthConfig) -> Analysis:
@@ -297,45 +295,29 @@ def test_microbatches_rejects_an_interleaved_schedule(tmp_path: Path) -> None:
     assert "interleaved" in str(error.value)
 
 
-def _captured(tmp_path_factory: pytest.TempPathFactory, **changes: int) -> Analysis:
-    pytest.importorskip("torch")
-    from bottleneck_oracle.capture.capture import capture
-    from bottleneck_oracle.capture.config import CaptureConfig
-
-    out = tmp_path_factory.mktemp("captured")
-    capture(out, CaptureConfig(**{**CAPTURED, **changes}))  # type: ignore[arg-type]
-    return analyze(read_trace(out))
-
-
-@pytest.mark.slow
-def test_data_parallel_rescales_a_gloo_all_reduce_and_the_wait_behind_it(
-        tmp_path_factory: pytest.TempPathFactory) -> None:
-    def rescaled(a: Analysis) -> None:
-        pg = a.points
-        # a gloo collective's transfer is the lag of the wait leaving its arrival point: it goes with dp=1
-        wait = (pg.origin == EdgeType.SYNC) & (pg.node[pg.src] < 0) & (pg.owner >= 0)
-        assert wait.any() and np.all(data_parallel(a, 1).weight_scale[wait] == 0.0)
-        # one message size: the bandwidth term alone, 2(D-1)/D over 2(n-1)/n = 1.75 from 2 to 8 ranks (an
-        # all-reduce far slower than the rest on this shared machine keeps its extra time as a delay)
-        eight = data_parallel(a, 8)
-        assert np.median(eight.weight_scale[wait]) == pytest.approx(1.75) and (eight.weight_scale[wait] >= 1).all()
-        assert any("pure bandwidth ratio" in text for text in eight.assumptions)
-
-    # a capture where the machine slowed most of the all-reduces is taken again (tests/captured_noise.py)
-    retaken(lambda _: _captured(tmp_path_factory), rescaled)
+def test_data_parallel_rescales_a_gloo_all_reduce_and_the_wait_behind_it() -> None:
+    a = captured("gloo_clean")  # a real gloo job on CPU: 2 ranks, one tiny GPT (tests/captured_data.py)
+    pg = a.points
+    # a gloo collective's transfer is the lag of the wait leaving its arrival point: it goes with dp=1
+    wait = (pg.origin == EdgeType.SYNC) & (pg.node[pg.src] < 0) & (pg.owner >= 0)
+    assert wait.any() and np.all(data_parallel(a, 1).weight_scale[wait] == 0.0)
+    # one message size: the bandwidth term alone, 2(D-1)/D over 2(n-1)/n = 1.75 from 2 to 8 ranks (an
+    # all-reduce far slower than the rest keeps its extra time as a delay)
+    eight = data_parallel(a, 8)
+    assert np.median(eight.weight_scale[wait]) == pytest.approx(1.75) and (eight.weight_scale[wait] >= 1).all()
+    assert any("pure bandwidth ratio" in text for text in eight.assumptions)
 
 
-@pytest.mark.slow
-def test_microbatches_of_a_cpu_pipeline_capture(tmp_path_factory: pytest.TempPathFactory) -> None:
-    a = _captured(tmp_path_factory, pipeline=2, microbatches=4)
-    assert pipeline_microbatches(a) == 4
-    same = microbatches(a, 4)
+def test_microbatches_of_a_cpu_pipeline_capture() -> None:
+    a = analyze(read_trace(DATA / "pipeline_eager_send"))  # a real gloo pipeline: 2 stages, 8 micro-batches
+    assert pipeline_microbatches(a) == 8
+    same = microbatches(a, 8)
     observed = {s: max(r.wall_ns for r in a.steps if r.step == s) / 1e6 for s in same.step_ms}
-    # a real CPU job on a shared machine: the model reproduces its own trace, not the microsecond;
-    # the margin grows with this run's own step-to-step spread (a loaded machine slows in bursts)
+    # a real CPU job: the model reproduces its own trace, not the microsecond; the margin grows with the
+    # run's own step-to-step spread (a loaded machine slows in bursts)
     walls = np.array(list(observed.values()))
     spread = float(np.median(np.abs(walls - np.median(walls))) / np.median(walls))
     assert abs(np.median(list(same.step_ms.values())) / np.median(walls) - 1) < 0.15 + 3 * spread
-    more = microbatches(a, 8)  # each micro-batch keeps a fixed cost, so more of them take longer
+    more = microbatches(a, 16)  # each micro-batch keeps a fixed cost, so more of them take longer
     assert np.median(list(more.step_ms.values())) > np.median(list(same.step_ms.values()))
     assert any("gloo pipeline" in text for text in more.assumptions)
