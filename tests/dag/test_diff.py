@@ -103,3 +103,14 @@ def test_captured_stall_against_the_clean_capture() -> None:
     d = diff_runs(clean, stalled)
     assert 4 in d.new["outliers"] and 4 not in d.base["outliers"]
     assert d.comparability["op_similarity"] > 0.9
+
+
+def test_a_captured_pair_slower_by_its_stall() -> None:
+    """Real gloo captures of one GPT job, the second with a 150 ms data-loading stall in every step: NEW
+    is slower, by about the stall, and data loading is what moved most."""
+    pair = DATA / "diff_pair"
+    d = diff_runs(analyze(read_trace(pair / "base")), analyze(read_trace(pair / "stall")))
+    assert d.verdict == "slower" and d.confidence is not None and d.confidence >= 0.95, d.headline()
+    top = d.moved["categories"][0]
+    assert top["category"] == "data_loading" and 120 <= top["delta_ms"] <= 180
+    assert 100 <= d.delta_ms <= 250 and d.comparability["level"] in ("high", "medium")
