@@ -28,10 +28,31 @@ def _ranks(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks)) or "all"
 
 
+def _gpu_bound(e: dict[str, Any]) -> list[str]:
+    """The GPU-bound verdict of an ``explain_step`` result, as a sentence (none when not bound)."""
+    b = e.get("gpu_bound")
+    if not b:
+        return []
+    classes = ", ".join(f"{c['class']} {c['ms']} ms" for c in b["op_classes"][:3]) or "none"
+    return [_t("gpu_bound", step=e["step"], rank=e["rank"], wall_ms=e["wall_ms"], busy_pct=b["busy_pct"],
+               busy_ms=b["busy_ms"], classes=classes)]
+
+
+def _gpu_busy(e: dict[str, Any]) -> list[str]:
+    """What the GPU did in the step explained, or that the trace cannot say."""
+    gpu = e.get("gpu")
+    if gpu is None:
+        return [_t("gpu_none_rank", rank=e["rank"])] if e.get("has_gpu") else [_t("gpu_none")]
+    out = [_t("gpu_busy", **gpu | {"step": e["step"], "rank": e["rank"], "wall_ms": e["wall_ms"]})]
+    return out + (_gpu_bound(e) or [_t("gpu_not_bound", idle_ms=gpu["idle_ms"])])
+
+
 def _why_slow(results: list[Result], intent: str) -> list[str]:
     e = _get(results, "explain_step")
     assert e is not None
     cause = e.get("cause")
+    if cause is None and e.get("gpu_bound"):  # no host-side cause: the GPU's own time is the step's
+        return _gpu_bound(e)
     if cause is None:
         if e.get("median_ms") is None:
             return [f"Step {e['step']} takes {e['wall_ms']} ms on rank {e['rank']}; no finding explains it as slow."]
@@ -40,7 +61,7 @@ def _why_slow(results: list[Result], intent: str) -> list[str]:
     ops = ", ".join(f"'{op}'" for op in cause["ops"]) or "(none named)"
     values = dict(e) | {"category": cause["category"], "ranks": _ranks(cause["ranks"]), "ops": ops,
                         "evidence": cause["evidence"].rstrip(".")}
-    out = [_t("slow" if e.get("median_ms") is not None else "slow_no_median", **values)]
+    out = [_t("slow" if e.get("median_ms") is not None else "slow_no_median", **values), *_gpu_bound(e)]
     moved = [f"{c} {_signed(ms)}" for c, ms in (e.get("delta_ms") or {}).items() if abs(ms) >= 0.001][:3]
     if moved:
         out.append(_t("moved", moved="; ".join(moved)))
@@ -166,8 +187,11 @@ def _seen(results: list[Result]) -> list[str]:
 def _steps(s: dict[str, Any]) -> list[str]:
     slow = "; ".join(f"step {x['step']} on rank {x['rank']} ({x['wall_ms']} ms, median {x['median_ms']} ms)"
                      for x in s["slow_steps"])
-    return [_t("steps", trace=s["trace"], n=len(s["steps"]), median_step_ms=s["median_step_ms"],
-               slow=_t("steps_slow", slow=slow) if slow else _t("steps_none_slow"))]
+    out = [_t("steps", trace=s["trace"], n=len(s["steps"]), median_step_ms=s["median_step_ms"],
+              slow=_t("steps_slow", slow=slow) if slow else _t("steps_none_slow"))]
+    bound = "; ".join(f"step {b['step']} on rank {b['rank']} ({b['busy_pct']}% busy)"
+                      for b in s.get("gpu_bound_steps", []))
+    return out + ([_t("steps_gpu_bound", bound=bound)] if bound else [])
 
 
 def _cypher(c: dict[str, Any]) -> list[str]:
@@ -213,6 +237,9 @@ def _body(intent: str, slots: Slots, results: list[Result]) -> list[str]:
         return fn(data) if data else [_t("out_of_scope")]
     if intent == "seen_before":
         return _seen(results)
+    if intent == "gpu_busy":
+        e = _get(results, "explain_step")
+        return _gpu_busy(e) if e else [_t("out_of_scope")]
     if intent == "list_traces":
         t = _get(results, "list_traces") or {"traces": []}
         return [_t("traces", traces="; ".join(f"{x['name']} ({x['trace_id']}, {x['ranks']} ranks)"

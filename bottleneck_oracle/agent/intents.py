@@ -39,7 +39,7 @@ def _examples() -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
 
 
 INTENTS = ("why_slow", "straggler", "critical_path", "compare_steps", "compare_runs", "whatif", "optimize",
-           "seen_before", "list_steps", "list_traces", "cypher", "out_of_scope")
+           "seen_before", "list_steps", "gpu_busy", "list_traces", "cypher", "out_of_scope")
 
 
 @dataclass(frozen=True, slots=True)

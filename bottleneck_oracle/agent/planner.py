@@ -145,6 +145,8 @@ def next_calls(intent: str, slots: Slots, question: str, results: list[Result]) 
                                        | {"budget": 1})]
     if intent == "list_steps":
         return None if done else [Call("list_steps", {})]
+    if intent == "gpu_busy":  # the step's GPU timeline and GPU-bound verdict
+        return None if done else [Call("explain_step", _step_args(slots))]
     if intent == "list_traces":
         return None if done else [Call("list_traces", {})]
     if intent == "cypher":

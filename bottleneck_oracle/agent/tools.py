@@ -213,11 +213,13 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
 
     specs: list[tuple[str, Callable[..., Any], type[BaseModel], str]] = [
         ("list_traces", traces_, _NoArgs, "The traces loaded in the graph database: id, name, ranks, steps."),
-        ("list_steps", steps_, _TraceArg, "Every step of a trace with its wall time, the median step and the slow "
-                                         "(step, rank)s with their excess over the rank's median."),
+        ("list_steps", steps_, _TraceArg, "Every step of a trace with its wall time and GPU busy/idle, the median "
+                                         "step, the slow (step, rank)s with their excess over the rank's median, "
+                                         "and the GPU-bound ones."),
         ("explain_step", explain, _StepArgs, "Why a step is slow: its wall time and attribution against the rank's "
-                                             "median step, the ops carrying its critical path, and its findings "
-                                             "(cause first)."),
+                                             "median step, what its GPU did (busy, idle, computation, "
+                                             "communication; null without GPU events) and whether it is GPU-bound, "
+                                             "the ops carrying its critical path, and its findings (cause first)."),
         ("critical_subgraph", subgraph, _SubgraphArgs, "The critical path of a (step, rank) plus k hops of typed "
                                                        "edges, condensed: top op classes, categories against the "
                                                        "median step, collectives and who arrived last."),
@@ -230,9 +232,10 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
                                                    "we seen this before, and what fixed it."),
         ("whatif", whatif, _WhatIfArgs, "Predicts a step's time under an edit with the replay and the graph model, "
                                         "and says which predictor to trust for that edit and why."),
-        ("optimize", optimize, _OptimizeArgs, "Ranked changes for a step with gains predicted by the replay, and a "
-                                              "plan of the best few applied one after another (ask whatif for the "
-                                              "graph model's view of one change)."),
+        ("optimize", optimize, _OptimizeArgs, "Ranked changes for a step with gains predicted by the replay (on a "
+                                              "GPU-bound step, kernel-side ones), and a plan of the best few applied "
+                                              "one after another (ask whatif for the graph model's view of one "
+                                              "change)."),
         ("playbook_search", playbook, _PlaybookArgs, "Optimization playbook entries nearest to a description, "
                                                      "optionally only those of one bottleneck category."),
         ("cypher", cypher, _CypherArgs, "One read-only Cypher query over the graph (labels Trace, Rank, Step, Op, "

@@ -1,9 +1,11 @@
 """Findings the GPU agrees with, and the steps whose GPU is the bottleneck.
 
 A host-side finding (launch overhead, a host sync, a host pause, a data-loading stall) on a rank with
-GPU work claims no more than the time that rank's GPU sat idle in the step: a faster host cannot save
-time the GPU was busy. A step whose GPU is busy most of its window is GPU-bound: its host-side chronic
-findings go, and what it is bound by is said with the kernels and op classes that keep the GPU busy.
+GPU work claims no more than the time that rank's GPU did no work in the step: a faster host cannot
+save time the GPU was working. A step whose GPU works most of its window is GPU-bound: its host-side
+chronic findings go, and what it is bound by is said with the kernels and op classes that keep the GPU
+busy. Work is computation and copies (``GpuTimeline.work_ns``): a collective kernel exposed on its own
+waits for a late peer, so a straggler's victims are not GPU-bound.
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ class GpuBound:
         classes = ", ".join(f"{c} {t:g} ms" for c, t in self.op_classes[:3])
         top = self.kernels[0] if self.kernels else None
         lead = f"; the top kernel is {top[0][:80]!r} ({top[1]:g} ms)" if top else ""
-        return (f"{where}: GPU-bound: the GPU was busy {self.busy_share:.0%} of the step ({self.busy_ms:g} of "
-                f"{self.wall_ms:g} ms); GPU time by op class: {classes}{lead}")
+        return (f"{where}: GPU-bound: the GPU computed or copied {self.busy_share:.0%} of the step ({self.busy_ms:g} "
+                f"of {self.wall_ms:g} ms); GPU time by op class: {classes}{lead}")
 
     def to_dict(self) -> dict[str, object]:
         return {"step": self.step, "rank": self.rank, "busy_pct": round(100 * self.busy_share, 1),
@@ -93,13 +95,13 @@ def gpu_bound_steps(g: ExecGraph, gpu: GpuTimeline, steps: list[tuple[int, int]]
             by_rank[key[1]].append(rows[key])
     out = []
     for rank, mine in sorted(by_rank.items()):
-        bound = [i for i in mine if gpu.busy_share(i) >= GPU_BOUND_SHARE]
+        bound = [i for i in mine if gpu.work_share(i) >= GPU_BOUND_SHARE]
         if len(mine) >= 3 and len(bound) * 2 <= len(mine):
             continue
         groups = [[i] for i in bound] if len(mine) < 3 else [bound]
         for group in groups:
             kernels, classes = _gpu_time(g, group)
-            busy = float(np.median([gpu.busy_ns[i] for i in group]))
+            busy = float(np.median([gpu.work_ns(i) for i in group]))
             total = float(np.median([gpu.total_ns[i] for i in group]))
             out.append(GpuBound(int(g.steps.step[group[0]]) if len(group) == 1 and len(mine) < 3 else None, rank,
                                 busy / total, ms(busy), ms(total), kernels, classes))
@@ -107,15 +109,15 @@ def gpu_bound_steps(g: ExecGraph, gpu: GpuTimeline, steps: list[tuple[int, int]]
 
 
 def agree_with_gpu(g: ExecGraph, gpu: GpuTimeline, findings: list[Finding]) -> list[Finding]:
-    """``findings`` with each host-side one capped at its ranks' GPU idle time in its step (the median
-    step's for a chronic one); a chronic host-side finding of a GPU-bound rank, or one left under 1 ms,
-    is dropped."""
+    """``findings`` with each host-side one capped at the time its ranks' GPU did no work in its step (the
+    median step's for a chronic one); a chronic host-side finding of a GPU-bound rank, or one left under
+    1 ms, is dropped."""
     rows = _gpu_rows(g, gpu)
     idle_of: dict[int, list[int]] = defaultdict(list)
     share_of: dict[int, list[float]] = defaultdict(list)
     for (_, rank), i in rows.items():
-        idle_of[rank].append(int(gpu.idle_ns[i]))
-        share_of[rank].append(gpu.busy_share(i))
+        idle_of[rank].append(int(gpu.total_ns[i]) - gpu.work_ns(i))
+        share_of[rank].append(gpu.work_share(i))
     out = []
     for f in findings:
         gpu_ranks = [r for r in f.ranks if r in idle_of]
@@ -131,11 +133,11 @@ def agree_with_gpu(g: ExecGraph, gpu: GpuTimeline, findings: list[Finding]) -> l
             if not at:
                 out.append(f)
                 continue
-            idle = max(int(gpu.idle_ns[i]) for i in at)
+            idle = max(int(gpu.total_ns[i]) - gpu.work_ns(i) for i in at)
         if idle < MIN_NS:
             continue
         if ms(idle) < f.impact_ms:
-            f = replace(f, impact_ms=ms(idle), evidence=f"{f.evidence}; capped at the {ms(idle)} ms the GPU sat idle: "
-                        "a faster host cannot save time the GPU was busy")
+            f = replace(f, impact_ms=ms(idle), evidence=f"{f.evidence}; capped at the {ms(idle)} ms the GPU did no work: "
+                        "a faster host cannot save time the GPU was working")
         out.append(f)
     return out

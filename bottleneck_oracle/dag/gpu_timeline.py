@@ -57,6 +57,17 @@ class GpuTimeline:
         total = int(self.total_ns[i])
         return int(self.busy_ns[i]) / total if total > 0 else 0.0
 
+    def work_ns(self, i: int) -> int:
+        """Window ``i``'s GPU time but its exposed communication: a collective's kernel waits for its
+        peers as long as the last is late, so its exposed time is no work of this GPU's (a faster host
+        elsewhere saves it); computation and copies are, and only kernel-side changes shorten them."""
+        return int(self.computation_ns[i]) + int(self.exposed_memcpy_ns[i])
+
+    def work_share(self, i: int) -> float:
+        """How much of window ``i`` the GPU worked (``work_ns``; 0 for an empty window)."""
+        total = int(self.total_ns[i])
+        return self.work_ns(i) / total if total > 0 else 0.0
+
 
 class _RankGpu:
     """The interval unions of one rank's GPU work, by what it is."""

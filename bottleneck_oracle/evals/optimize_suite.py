@@ -2,7 +2,8 @@
 entry predicts the time the job re-run with it took (``EditTruth.true_ms`` of the ``fix CATEGORY`` edit).
 
 A clean case (category ``none``) has no remedy to find: it passes when no candidate claims to save
-more than ``CLEAN_GAIN`` of the step, and is counted in ``clean_false_gains`` when one does.
+more than ``CLEAN_GAIN`` of the step, and is counted in ``clean_false_gains`` when one does (the
+kernel-side remedies of a GPU-bound step, faster kernels asked about, claim no fault and do not count).
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ def _candidate_json(c: Candidate) -> dict[str, Any]:
 
 def _clean_row(case: Case, plan: Plan) -> CaseResult:
     limit = CLEAN_GAIN * plan.baseline_ms
-    claims = [_candidate_json(c) for c in plan.candidates if c.prediction is not None and c.gain_ms > limit]
+    # a kernel-side remedy of a GPU-bound step is a faster kernel asked about, not a fault claimed
+    claims = [_candidate_json(c) for c in plan.candidates
+              if c.prediction is not None and c.gain_ms > limit and not c.kernel_side]
     return CaseResult(case.id, not claims, {"clean": True, "step": plan.step, "baseline_ms": plan.baseline_ms,
                                             "limit_ms": round(limit, 3), "false_gains": claims})
 

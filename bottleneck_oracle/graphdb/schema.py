@@ -16,7 +16,8 @@ __all__ = [
     "TRACE_SCOPED", "SCHEMA_VERSION", "EMBEDDING_DIM",
 ]
 
-SCHEMA_VERSION = 1  # bump when a property or relationship changes meaning: old loads are reloaded
+SCHEMA_VERSION = 2  # bump when a property or relationship changes meaning: old loads are reloaded
+# (2: Step nodes carry the GPU timeline and GPU-bound verdict, gpu_*)
 EMBEDDING_DIM = 384  # all-MiniLM-L6-v2
 
 

@@ -18,14 +18,18 @@ import numpy as np
 
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.critical_path import StepReport
+from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
 from bottleneck_oracle.dag.types import CATEGORIES, EdgeType, NodeKind, Role
 from bottleneck_oracle.errors import GraphError
 from bottleneck_oracle.graphdb.schema import DAG_RELS, SCHEMA_VERSION, Rel
 from bottleneck_oracle.graphdb.types import Detail
 
-__all__ = ["Table", "GraphTables", "graph_tables", "critical_nodes", "expand_hops", "step_key", "TOP_OPS"]
+__all__ = ["Table", "GraphTables", "graph_tables", "critical_nodes", "expand_hops", "step_key", "GPU_FIELDS",
+           "TOP_OPS"]
 
 TOP_OPS = 10  # op names kept per step in the summary columns
+# the GPU timeline's fields a Step node keeps, as ``gpu_<field>`` (dag/gpu_timeline.py; ``total`` is the wall)
+GPU_FIELDS = ("busy_ms", "idle_ms", "computation_ms", "comm_ms", "exposed_comm_ms", "memcpy_ms", "exposed_memcpy_ms")
 _KIND_NAMES = np.array([k.name.lower() for k in NodeKind], dtype=object)
 _ROLE_NAMES = np.array([r.name.lower() for r in Role], dtype=object)
 # (nodes, relationships) each row of a phase creates
@@ -160,6 +164,38 @@ def _top_ops(a: Analysis, r: StepReport) -> tuple[list[str], list[float]]:
     return top, [round(totals[n] / 1000, 3) for n in top]
 
 
+def _gpu_columns(a: Analysis) -> dict[str, list[Any]]:
+    """Per step report: its GPU timeline (``gpu_<field>``, ``gpu_busy_pct``) and GPU-bound verdict
+    (``gpu_bound``, ``gpu_evidence``, ``gpu_op_classes`` with ``gpu_op_classes_ms``; complete steps
+    whose GPU worked most of the window, exposed communication left out: ``GpuTimeline.work_ns``);
+    None throughout on a rank that recorded no GPU work."""
+    g, gpu = a.graph, a.gpu
+    rows = {(int(s), int(r)): i for i, (s, r) in enumerate(zip(g.steps.step.tolist(), g.steps.rank.tolist()))}
+    worked = set(a.gpu_trace.rank.tolist())
+    names = [f"gpu_{f}" for f in GPU_FIELDS] + ["gpu_busy_pct", "gpu_bound", "gpu_evidence"]
+    cols: dict[str, list[Any]] = {n: [] for n in names + ["gpu_op_classes", "gpu_op_classes_ms"]}
+    for r in a.steps:
+        i = rows.get((r.step, r.rank))
+        if i is None or r.rank not in worked:
+            for n in names:
+                cols[n].append(None)
+            cols["gpu_op_classes"].append([])
+            cols["gpu_op_classes_ms"].append([])
+            continue
+        record = gpu.record(i)
+        for f in GPU_FIELDS:
+            cols[f"gpu_{f}"].append(record[f])
+        share = gpu.busy_share(i)
+        cols["gpu_busy_pct"].append(round(100 * share, 1))
+        complete = (r.step, r.rank) not in a.partial_steps
+        bound = gpu_bound_steps(g, gpu, [(r.step, r.rank)]) if complete else []
+        cols["gpu_bound"].append(bool(bound))
+        cols["gpu_evidence"].append(bound[0].evidence if bound else None)
+        cols["gpu_op_classes"].append([c for c, _ in bound[0].op_classes] if bound else [])
+        cols["gpu_op_classes_ms"].append([t for _, t in bound[0].op_classes] if bound else [])
+    return cols
+
+
 def _steps(a: Analysis, trace_id: str) -> Table:
     slow = {(s.step, s.rank): s for s in a.slow_steps}
     reports = a.steps
@@ -186,7 +222,7 @@ def _steps(a: Analysis, trace_id: str) -> Table:
     rank = np.array([r.rank for r in reports], dtype=np.int64)
     cols["start_us"] = _us(start)
     cols["ts_us"] = _file_ts_us(a, rank, start) if len(reports) else []
-    return Table(dict(cols))
+    return Table(dict(cols) | _gpu_columns(a))
 
 
 def _collectives(a: Analysis) -> Table:

@@ -50,6 +50,19 @@ class TraceOneOut(BaseModel):
     trace: TraceOut
 
 
+class GpuOut(_Open):
+    """What a rank's GPU did in a step's window (TraceLens's gpu_timeline), ms."""
+
+    busy_ms: float
+    idle_ms: float
+    computation_ms: float
+    comm_ms: float
+    exposed_comm_ms: float = Field(description="communication no computation overlaps")
+    memcpy_ms: float
+    exposed_memcpy_ms: float
+    busy_pct: float = Field(description="busy share of the step's window, %")
+
+
 class StepOut(_Open):
     step: int
     rank: int
@@ -58,6 +71,8 @@ class StepOut(_Open):
     partial: bool
     median_ms: float | None = Field(description="the median of the rank's other steps")
     excess_ms: float | None = Field(description="the excess over that median")
+    gpu: GpuOut | None = Field(default=None, description="None: the rank recorded no GPU work")
+    gpu_bound: bool = Field(default=False, description="the GPU was busy most of the step")
 
 
 class StepsOut(_Open):
@@ -96,6 +111,18 @@ class EventOut(BaseModel):
     depth: int
 
 
+class GpuStripOut(_Open):
+    """One rank's row of the utilization strip: its GPU record, its window and its busy intervals."""
+
+    rank: int
+    busy_ms: float
+    idle_ms: float
+    busy_pct: float
+    start_ms: float = Field(description="the rank's step window, relative to t0_ms")
+    end_ms: float
+    busy: list[list[float]] = Field(description="[start_ms, end_ms] of the union of its GPU work, relative to t0_ms")
+
+
 class TimelineOut(_Open):
     trace_id: str
     step: int
@@ -106,6 +133,7 @@ class TimelineOut(_Open):
     events: list[EventOut]
     critical_path: list[int] = Field(description="node ids in path order")
     dropped: int = Field(description="events left out by max_events, the shortest non-critical first")
+    gpu: list[GpuStripOut] = Field(default_factory=list, description="per rank with GPU work; empty: no GPU events")
 
 
 class FindingOut(_Open):

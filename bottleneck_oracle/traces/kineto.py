@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 
 from bottleneck_oracle.traces._decode import DecodedFile, Event, EventArgs, decode_events, decode_exact_times
+from bottleneck_oracle.traces._other_recorders import kernel_kind, lane_id
 from bottleneck_oracle.traces._validate import (
     DUR_MAX_NS, MAX_RANKS, Checks, check_header, float_column, int_column, tally, time_checks, time_ok, to_int,
     uint_column,
@@ -56,9 +57,6 @@ _SYNC_BY_NAME = {
     "Event Sync": SyncKind.EVENT,
     "Stream Wait Event": SyncKind.STREAM_WAIT,
 }
-# ROCm 7 records its copies and fills as kernels: by name they are copies and fills for every layer
-_ROCM_COPY_KERNELS = ("__amd_rocclr_copyBuffer", "__amd_rocclr_copyImage", "MEMORY_COPY_")
-_ROCM_FILL_KERNELS = ("__amd_rocclr_fillBuffer", "__amd_rocclr_fillImage")
 _COMM_PREFIXES = ("c10d::", "gloo:", "nccl:", "record_param_comms")
 _P2P_CALLS = ("c10d::send", "c10d::recv")
 _LAUNCH_FLOW_CATS = frozenset({"ac2g", "async_cpu_to_gpu", "async"})  # "async": PyTorch 1.8-1.9
@@ -114,12 +112,6 @@ def _peer(raw: msgspec.Raw) -> int:
     values = msgspec.json.decode(raw)
     peer = to_int(values[2]) if isinstance(values, list) and len(values) > 2 else -1
     return peer if -1 <= peer < 2**31 else -1
-
-
-def _kernel_kind(name: str) -> EventKind:
-    if name.startswith(_ROCM_COPY_KERNELS):
-        return EventKind.MEMCPY
-    return EventKind.MEMSET if name.startswith(_ROCM_FILL_KERNELS) else EventKind.KERNEL
 
 
 def _exact_us_to_ns(text: bytes | None) -> int:
@@ -241,7 +233,7 @@ def _chunk_columns(xs: list[Event], interner: _Interner) -> tuple[dict[str, np.n
     col["dtype"] = interner.column([a.dtype for a in args])
     kind_of = {c: _KIND_BY_CAT[c.lower()] for c in {e.cat for e in xs}}  # type: ignore[union-attr]
     kinds = [kind_of[e.cat] for e in xs]
-    by_name = {n: _kernel_kind(n) for n in {n for n, k in zip(names, kinds) if k == EventKind.KERNEL}}
+    by_name = {n: kernel_kind(n) for n in {n for n, k in zip(names, kinds) if k == EventKind.KERNEL}}
     col["kind"] = np.array([by_name[n] if k == EventKind.KERNEL else k for n, k in zip(names, kinds)], dtype=np.int8)
     col["pid"] = interner.column([str(e.pid) for e in xs])
     col["tid"] = interner.column([str(e.tid) for e in xs])
@@ -290,15 +282,10 @@ def _start_ns(cols: dict[str, np.ndarray], doc: DecodedFile, rows: np.ndarray) -
     return start
 
 
-def _lane_id(text: str) -> int:
-    """A pid or tid as an int; PyTorch 1.8-1.9 name GPU rows ``stream 7``."""
-    return to_int(text[7:] if text.startswith("stream ") else text)
-
-
 def _lanes(cols: dict[str, np.ndarray], interner: _Interner, labels: dict[tuple[str, str], str]):  # type: ignore[no-untyped-def]
     """Lane of every event: (pid, tid) for CPU events, (device, stream) for GPU-side ones."""
     strings = interner.strings
-    as_int = np.array([_lane_id(x) for x in strings], dtype=np.int64)
+    as_int = np.array([lane_id(x) for x in strings], dtype=np.int64)
     gpu = np.isin(cols["kind"], list(_GPU_SIDE))
     dev = np.where(cols["device"] != -1, cols["device"], as_int[cols["pid"]])
     stream = np.where(cols["stream"] != -1, cols["stream"], as_int[cols["tid"]])

@@ -2,7 +2,8 @@
 predicted, ranked by the time it saves, and a plan that applies the best one and looks again.
 
 A candidate is an edit (``fix CATEGORY`` for every finding of the step, and the edit of every
-playbook remedy for those categories). The loop applies the best candidate to the graph, moves
+playbook remedy for those categories; on a GPU-bound step, the kernel-side remedies instead of the
+host-side fixes). The loop applies the best candidate to the graph, moves
 the trace's events to where the edited graph puts them and analyses it again (``whatif/retime.py``),
 so what the change exposes is found; it predicts every candidate on that job, old and new, and
 stops when the next one would save less than ``MIN_GAIN`` of the step. Two candidates that
@@ -22,6 +23,7 @@ from bottleneck_oracle.errors import ConfigError, OracleError
 from bottleneck_oracle.graphdb.playbook import PlaybookEntry
 from bottleneck_oracle.truth.edits import Edit, EditKind, edit_to_json, edit_type, format_edit, parse_edit
 from bottleneck_oracle.vocabulary import Bottleneck
+from bottleneck_oracle.whatif._gpu import HOST_SIDE, gpu_bound_of
 from bottleneck_oracle.whatif.predict import WhatIfPrediction, baseline_ms, predict_whatif, recorded_scores
 from bottleneck_oracle.whatif.retime import edited_analysis
 
@@ -45,6 +47,8 @@ class Candidate:
         prediction (WhatIfPrediction | None): None when it could not be predicted (``error`` says why).
         confidence (float | None): 1 - the chosen predictor's recorded MAPE for this edit type (as a
             fraction), None when it was not scored.
+        kernel_side (bool): a kernel-side remedy of a GPU-bound step (a faster kernel asked about), not
+            the fix of a finding: its gain is what the change would buy, not a fault the trace shows.
     """
 
     edit: Edit
@@ -55,6 +59,7 @@ class Candidate:
     confidence: float | None = None
     error: str = ""
     also: tuple[str, ...] = ()  # categories of candidates merged into this one
+    kernel_side: bool = False
 
     @property
     def gain_ms(self) -> float:
@@ -74,7 +79,7 @@ class Candidate:
         return {"edit": format_edit(self.edit), "category": self.category, "also": list(self.also),
                 "predicted_ms": p.best_ms if p else None, "gain_ms": p.gain_ms if p else None,
                 "predictor": p.chosen if p else None, "confidence": self.confidence,
-                "remedies": list(self.remedies), "explanation": self.explanation()}
+                "remedies": list(self.remedies), "kernel_side": self.kernel_side, "explanation": self.explanation()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,10 +131,23 @@ class Plan:
         return out
 
 
+def _add(out: dict[str, Candidate], edit: Edit, category: str, title: str, evidence: str,
+         kernel_side: bool = False) -> None:
+    """``edit`` into ``out`` (once per edit; the playbook titles that make it gathered on it)."""
+    key = format_edit(edit)
+    if key not in out:
+        out[key] = Candidate(edit, category, (), evidence, kernel_side=kernel_side)
+    if title and title not in out[key].remedies:
+        out[key] = replace(out[key], remedies=(*out[key].remedies, title))
+
+
 def candidates(a: Analysis, step: int, playbook: tuple[PlaybookEntry, ...]) -> list[Candidate]:
     """The changes worth predicting for ``step``: a fix per finding of the step (and per chronic
-    finding), and each playbook remedy of those categories that names an edit."""
-    found = [f for f in a.findings if f.step in (step, None)]
+    finding), and each playbook remedy of those categories that names an edit. On a GPU-bound step
+    (its slowest rank's GPU busy most of the window) the host-side fixes give way to the playbook's
+    kernel-side remedies (``slow_compute`` entries whose edit is a ``scale``)."""
+    bound = gpu_bound_of(a, step)
+    found = [f for f in a.findings if f.step in (step, None) and not (bound and f.category in HOST_SIDE)]
     out: dict[str, Candidate] = {}
     for f in found:
         category = str(f.category)
@@ -143,12 +161,11 @@ def candidates(a: Analysis, step: int, playbook: tuple[PlaybookEntry, ...]) -> l
                 continue  # a remedy that does not apply here (micro-batches without a pipeline)
             if edit_type(edit) == f"fix:{category}":
                 edit = parse_edit(f"fix {category} step={step}") if f.step is not None else edit
-            key = format_edit(edit)
-            if key not in out:
-                out[key] = Candidate(edit, category, (), f.evidence)
-            if title and title not in out[key].remedies:
-                c = out[key]
-                out[key] = Candidate(c.edit, c.category, (*c.remedies, title), c.evidence)
+            _add(out, edit, category, title, f.evidence)
+    if bound is not None:
+        for e in playbook:
+            if e.category == Bottleneck.SLOW_COMPUTE and e.edit.startswith("scale "):
+                _add(out, parse_edit(e.edit), str(e.category), e.title, bound.evidence, kernel_side=True)
     return list(out.values())
 
 
@@ -206,8 +223,8 @@ def _predicted(a: Analysis, step: int, c: Candidate, applied: tuple[Edit, ...],
     try:
         p = predict_whatif(a, step, [*applied, c.edit], predictor)
     except ConfigError as e:
-        return Candidate(c.edit, c.category, c.remedies, c.evidence, None, None, str(e), c.also)
-    return Candidate(c.edit, c.category, c.remedies, c.evidence, p, _confidence(p, predictor), "", c.also)
+        return replace(c, prediction=None, confidence=None, error=str(e))
+    return replace(c, prediction=p, confidence=_confidence(p, predictor), error="")
 
 
 def _confidence(p: WhatIfPrediction, predictor: Predictor | None) -> float | None:
@@ -242,7 +259,7 @@ def _merged(cs: list[Candidate], a: Analysis) -> list[Candidate]:
         keep, drop = (c, twin) if order.get(c.category, 1 << 30) < order.get(twin.category, 1 << 30) else (twin, c)
         merged = Candidate(keep.edit, keep.category, tuple(dict.fromkeys(keep.remedies + drop.remedies)),
                            keep.evidence, keep.prediction, keep.confidence, keep.error,
-                           tuple(dict.fromkeys((*keep.also, drop.category))))
+                           tuple(dict.fromkeys((*keep.also, drop.category))), keep.kernel_side)
         out[out.index(twin)] = merged
     return _ranked(out)
 

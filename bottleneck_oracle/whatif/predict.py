@@ -27,6 +27,7 @@ from bottleneck_oracle.dag.types import CATEGORIES, Category
 from bottleneck_oracle.dag.whatif import weights_with
 from bottleneck_oracle.errors import ConfigError, NotFoundError
 from bottleneck_oracle.truth.edits import Edit, EditKind, edit_to_json, edit_type
+from bottleneck_oracle.whatif._gpu import gpu_busy_ms, is_host_side
 from bottleneck_oracle.whatif.compile import compile_edits
 
 if TYPE_CHECKING:
@@ -177,8 +178,21 @@ def predict_whatif(a: Analysis, step: int, edits: Sequence[Edit],
         if compiled.nodes_only:  # the model sees node edits; a gap or a transfer rescaled it cannot see
             predicted["gnn"] = round(model.step_ms, 3)
     chosen, why = _choose(edits, predicted, predictor if models else None)
-    return WhatIfPrediction(step, baseline_ms(a, step), edits, predicted, chosen, why, compiled.assumptions,
+    predicted, assumptions = _at_least_gpu_busy(a, step, edits, predicted, compiled.assumptions)
+    return WhatIfPrediction(step, baseline_ms(a, step), edits, predicted, chosen, why, assumptions,
                             before, _summary(a, after_slowest))
+
+
+def _at_least_gpu_busy(a: Analysis, step: int, edits: tuple[Edit, ...], predicted: dict[str, float],
+                       assumptions: tuple[str, ...]) -> tuple[dict[str, float], tuple[str, ...]]:
+    """A host-side fix's predictions floored at the step's GPU busy time: a faster host cannot save
+    time the GPU was busy (``dag/gpu_timeline.py``)."""
+    busy = gpu_busy_ms(a, step) if is_host_side(edits) else None
+    if busy is None or all(v >= busy for v in predicted.values()):
+        return predicted, assumptions
+    note = (f"a host-side fix: no prediction below the {busy} ms the GPU was busy in the step (a faster "
+            "host cannot save time the GPU was busy)")
+    return {k: max(v, busy) for k, v in predicted.items()}, (*assumptions, note)
 
 
 def _rescheduled(a: Analysis, step: int, edits: tuple[Edit, ...], before: PathSummary) -> WhatIfPrediction:

@@ -8,6 +8,7 @@ saves one from its main branch and compares each change against it.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -61,7 +62,7 @@ def baselines(settings: Settings) -> dict[str, str]:
 def save_baseline(name: str, ref: str | Path | Sequence[Path], settings: Settings, *, partial: bool = False,
                   steps_from: str | None = None) -> Resolved:
     """Names the trace ``ref`` (analysed and cached if it is new) baseline ``name``, replacing one of that name."""
-    if not name or name.strip() != name or ":" in name:
+    if not re.fullmatch(r"[\w.-]+", name):
         raise ConfigError(f"baseline name {name!r}: give a word without spaces or ':'")
     resolved = open_trace(ref, settings, partial=partial, steps_from=steps_from)
     known = {**baselines(settings), name: resolved.entry.trace_id}

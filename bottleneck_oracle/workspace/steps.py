@@ -14,6 +14,7 @@ from bottleneck_oracle.dag.op_classes import COLLECTIVES, OP_CLASSES, classify_s
 from bottleneck_oracle.dag.types import CATEGORIES
 from bottleneck_oracle.errors import ConfigError, NotFoundError
 from bottleneck_oracle.graphdb import GraphStore
+from bottleneck_oracle.graphdb.tables import GPU_FIELDS
 from bottleneck_oracle.workspace.loaded import LoadedTrace
 
 __all__ = ["compare_runs", "compare_steps", "explain_step", "list_steps", "pick_step", "step_rows", "stragglers"]
@@ -32,6 +33,22 @@ def _rows(store: GraphStore, t: LoadedTrace) -> list[dict[str, Any]]:
 
 def _breakdown(row: dict[str, Any]) -> dict[str, float]:
     return {c: _ms(row[f"{c}_ms"]) for c in _CATS}
+
+
+def _gpu(row: dict[str, Any]) -> dict[str, float] | None:
+    """What the GPU did in the step's window (``dag/gpu_timeline.py``), or None: its rank recorded no GPU work."""
+    if row.get("gpu_busy_ms") is None:
+        return None
+    return {f: _ms(row[f"gpu_{f}"]) for f in GPU_FIELDS} | {"busy_pct": float(row["gpu_busy_pct"])}
+
+
+def _gpu_bound(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The step's GPU-bound verdict: how busy, GPU time by op class, the analysis's evidence; None if not bound."""
+    if not row.get("gpu_bound"):
+        return None
+    classes = [{"class": c, "ms": _ms(t)} for c, t in zip(row["gpu_op_classes"] or [], row["gpu_op_classes_ms"] or [])]
+    return {"busy_pct": float(row["gpu_busy_pct"]), "busy_ms": _ms(row["gpu_busy_ms"]), "op_classes": classes,
+            "evidence": row["gpu_evidence"]}
 
 
 def _complete_steps(rows: list[dict[str, Any]]) -> list[int]:
@@ -79,7 +96,8 @@ def pick_step(store: GraphStore, t: LoadedTrace, step: int | None, rank: int | N
 
 
 def list_steps(store: GraphStore, t: LoadedTrace) -> dict[str, Any]:
-    """Every step (its slowest rank's wall time against the median step) and the slow (step, rank)s."""
+    """Every step (its slowest rank's wall time against the median step, and what its GPU did), the slow
+    (step, rank)s and the GPU-bound ones; ``has_gpu`` is False for a trace with no GPU events."""
     rows = _rows(store, t)
     by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
@@ -89,19 +107,25 @@ def list_steps(store: GraphStore, t: LoadedTrace) -> dict[str, Any]:
     for s, rs in sorted(by_step.items()):
         top = max(rs, key=lambda r: (r["wall_ms"], -r["rank"]))
         steps.append({"step": s, "wall_ms": _ms(top["wall_ms"]), "slowest_rank": top["rank"],
-                      "slow": any(r["slow"] for r in rs), "partial": any(r["partial"] for r in rs)})
+                      "slow": any(r["slow"] for r in rs), "partial": any(r["partial"] for r in rs),
+                      "gpu": _gpu(top), "gpu_bound": bool(top.get("gpu_bound"))})
     slow = [{"step": r["step"], "rank": r["rank"], "wall_ms": _ms(r["wall_ms"]), "median_ms": _ms(r["median_ms"]),
              "excess_ms": _ms(r["excess_ms"])} for r in store.read("slow_steps", {"trace": t.trace_id})]
+    bound = [{"step": r["step"], "rank": r["rank"], "busy_pct": float(r["gpu_busy_pct"])}
+             for r in rows if r.get("gpu_bound")]
     return {"trace": t.name, "trace_id": t.trace_id, "ranks": len({r["rank"] for r in rows}),
-            "median_step_ms": _ms(statistics.median(walls)) if walls else None, "steps": steps, "slow_steps": slow}
+            "median_step_ms": _ms(statistics.median(walls)) if walls else None, "steps": steps, "slow_steps": slow,
+            "has_gpu": any(_gpu(r) is not None for r in rows), "gpu_bound_steps": bound}
 
 
 def step_rows(store: GraphStore, t: LoadedTrace) -> list[dict[str, Any]]:
-    """Every (step, rank), by step then rank: its wall time, whether it is slow or cut short, and the
-    median of the rank's other steps with the excess over it (None where the analysis has none)."""
+    """Every (step, rank), by step then rank: its wall time, whether it is slow or cut short, the
+    median of the rank's other steps with the excess over it (None where the analysis has none), and
+    what its GPU did (``gpu``, None on a rank without GPU work) and whether it is GPU-bound."""
     return [{"step": r["step"], "rank": r["rank"], "wall_ms": _ms(r["wall_ms"]), "slow": bool(r["slow"]),
              "partial": bool(r["partial"]), "median_ms": None if r["median_ms"] is None else _ms(r["median_ms"]),
-             "excess_ms": None if r["excess_ms"] is None else _ms(r["excess_ms"])} for r in _rows(store, t)]
+             "excess_ms": None if r["excess_ms"] is None else _ms(r["excess_ms"]), "gpu": _gpu(r),
+             "gpu_bound": bool(r.get("gpu_bound"))} for r in _rows(store, t)]
 
 
 def _findings(store: GraphStore, t: LoadedTrace, step: int) -> list[dict[str, Any]]:
@@ -130,8 +154,10 @@ def _top_ops(store: GraphStore, t: LoadedTrace, step: int, rank: int, k: int = T
 
 
 def explain_step(store: GraphStore, t: LoadedTrace, step: int | None = None, rank: int | None = None) -> dict[str, Any]:
-    """One step on one rank: its wall time and attribution against the rank's median step, the ops
-    that carry its critical path, and the findings that explain it (the cause first)."""
+    """One step on one rank: its wall time and attribution against the rank's median step, what its GPU
+    did (``gpu``; None on a rank without GPU work, ``has_gpu`` False for a trace without GPU events) and
+    its GPU-bound verdict (``gpu_bound``, None when not), the ops that carry its critical path, and the
+    findings that explain it (the cause first)."""
     rows = _rows(store, t)
     step, rank = pick_step(store, t, step, rank, rows)
     row = next(r for r in rows if r["step"] == step and r["rank"] == rank)
@@ -140,7 +166,8 @@ def explain_step(store: GraphStore, t: LoadedTrace, step: int | None = None, ran
     out: dict[str, Any] = {"trace": t.name, "step": step, "rank": rank, "wall_ms": _ms(row["wall_ms"]),
                            "slow": bool(any(r["slow"] for r in rows if r["step"] == step)),
                            "slow_ranks": sorted(r["rank"] for r in rows if r["step"] == step and r["slow"]),
-                           "breakdown_ms": breakdown}
+                           "breakdown_ms": breakdown, "gpu": _gpu(row), "gpu_bound": _gpu_bound(row),
+                           "has_gpu": any(_gpu(r) is not None for r in rows)}
     if median is not None:
         # the analysis's own median and excess (the findings cite them) where the step has them
         median_ms = _ms(row["median_ms"]) if row.get("median_ms") is not None else median["wall_ms"]

@@ -17,6 +17,7 @@ import numpy as np
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.critical_path import StepReport
+from bottleneck_oracle.dag.intervals import merged
 from bottleneck_oracle.dag.points import LANE
 from bottleneck_oracle.dag.types import CATEGORIES, Category, NodeKind
 from bottleneck_oracle.errors import NotFoundError
@@ -26,6 +27,8 @@ from bottleneck_oracle.workspace.traces import open_trace
 __all__ = ["DEFAULT_MAX_EVENTS", "node_categories", "step_timeline", "trace_timeline", "whatif_paths"]
 
 DEFAULT_MAX_EVENTS = 20_000
+STRIP_INTERVALS = 4000  # busy intervals per rank the utilization strip sends at most (the shortest gaps close)
+_GPU_WORK = (NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET, NodeKind.COMM)
 _NS_PER_MS = 1e6
 _BY_KIND = {NodeKind.KERNEL: Category.GPU_COMPUTE, NodeKind.MEMCPY: Category.GPU_COMPUTE,
             NodeKind.MEMSET: Category.GPU_COMPUTE, NodeKind.COMM: Category.COMMUNICATION,
@@ -100,6 +103,36 @@ def _lanes(a: Analysis, lane_ids: np.ndarray) -> list[dict[str, Any]]:
              "label": lanes.label[i]} for i in order]
 
 
+def _gpu_strip(a: Analysis, rows: np.ndarray, t0: int) -> list[dict[str, Any]]:
+    """Per rank of ``rows`` with GPU work: its GPU timeline record over the step's window and the union
+    of its GPU work in it as ``busy`` [start_ms, end_ms] pairs relative to ``t0`` (past
+    ``STRIP_INTERVALS`` of them, the shortest idle gaps closed)."""
+    g, table = a.graph, a.graph.steps
+    worked = set(a.gpu_trace.rank.tolist())
+    on_gpu = g.trace.lanes.is_gpu[g.lane] & np.isin(g.kind, _GPU_WORK)
+    out = []
+    for row in sorted(rows.tolist(), key=lambda i: int(table.rank[i])):
+        rank = int(table.rank[row])
+        if rank not in worked:
+            continue
+        lo, hi = int(table.start_ns[row]), int(table.end_ns[row])
+        work = np.flatnonzero(on_gpu & (g.rank == rank))
+        s, e = merged(np.maximum(g.start_ns[work], lo), np.minimum(g.start_ns[work] + g.dur_ns[work], hi))
+        keep = e > s
+        s, e = s[keep], e[keep]
+        if len(s) > STRIP_INTERVALS:
+            gaps = s[1:] - e[:-1]
+            gap_open = gaps >= np.sort(gaps)[-(STRIP_INTERVALS - 1)]
+            first, last = np.concatenate([[True], gap_open]), np.concatenate([gap_open, [True]])
+            s, e = s[first], e[last]
+        busy = [[round((x - t0) / _NS_PER_MS, 4), round((y - t0) / _NS_PER_MS, 4)]
+                for x, y in zip(s.tolist(), e.tolist())]
+        out.append({"rank": rank, **a.gpu.record(row), "busy_pct": round(100 * a.gpu.busy_share(row), 1),
+                    "start_ms": round((lo - t0) / _NS_PER_MS, 4), "end_ms": round((hi - t0) / _NS_PER_MS, 4),
+                    "busy": busy})
+    return out
+
+
 def step_timeline(a: Analysis, step: int, ranks: Sequence[int] | None = None, *,
                   max_events: int = DEFAULT_MAX_EVENTS, trace_id: str = "") -> dict[str, Any]:
     """The events of ``step`` on ``ranks`` (default: every rank), their lanes and the critical path.
@@ -111,8 +144,10 @@ def step_timeline(a: Analysis, step: int, ranks: Sequence[int] | None = None, *,
 
     Returns:
         ``{"trace_id", "step", "t0_ms", "span_ms", "critical_rank", "lanes", "events",
-        "critical_path", "dropped"}``; events sorted by start (longest first at one start), each
-        ``{"id", "lane", "name", "start_ms", "dur_ms", "category", "slack_ms", "critical", "depth"}``.
+        "critical_path", "dropped", "gpu"}``; events sorted by start (longest first at one start), each
+        ``{"id", "lane", "name", "start_ms", "dur_ms", "category", "slack_ms", "critical", "depth"}``;
+        ``gpu`` one entry per rank with GPU work (empty: no GPU events), its GPU timeline record
+        (``busy_ms``, ..., ``busy_pct``), its window and its ``busy`` intervals (``_gpu_strip``).
 
     Raises:
         NotFoundError: a step the trace lacks, or a rank the step lacks.
@@ -148,7 +183,8 @@ def step_timeline(a: Analysis, step: int, ranks: Sequence[int] | None = None, *,
     ]
     return {"trace_id": trace_id, "step": step, "t0_ms": round(t0 / _NS_PER_MS, 4),
             "span_ms": round((t1 - t0) / _NS_PER_MS, 4), "critical_rank": report.rank if report else None,
-            "lanes": _lanes(a, lane_ids), "events": events, "critical_path": path.tolist(), "dropped": dropped}
+            "lanes": _lanes(a, lane_ids), "events": events, "critical_path": path.tolist(), "dropped": dropped,
+            "gpu": _gpu_strip(a, rows, t0)}
 
 
 def trace_timeline(ref: str | Path | Sequence[Path], step: int, settings: Settings, *,

@@ -11,10 +11,13 @@ import pytest
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.graphdb import stop_server
 from bottleneck_oracle.workspace.ingest import ingest
-from tests.conftest import REAL, REPO
+from tests.conftest import REAL, REPO, WILD
 
 GPT = REPO / "examples" / "gpt_2rank"  # real 2-rank gloo capture: rank 1 pauses 150 ms in step 5
 DLRM = REAL / "param" / "dlrm_8rank_kineto"  # real 8-rank NCCL job
+H100 = WILD / "tracelens" / "h100"
+QWEN = H100 / "qwen1.5_0.5b_chat" / "trace.json.gz"  # one H100 step, GPU busy most of it (GPU-bound)
+BERT = H100 / "bert_small" / "trace.json.gz"  # one H100 step, GPU mostly idle (host-bound)
 
 
 @pytest.fixture(scope="session")
@@ -38,3 +41,14 @@ def conversation(agent_settings: Settings) -> Iterator[object]:
 
     with Conversation(agent_settings, trace="gpt_2rank") as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def gpu_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    """A workspace of its own (the shared one keeps gpt_2rank the newest) with the two H100 traces
+    ingested, bert_small last; its server stops at the end of the session."""
+    settings = Settings(home=tmp_path_factory.mktemp("gpu_home"), workers=2)
+    for path in (QWEN, BERT):
+        ingest([path], settings)
+    yield settings
+    stop_server(settings.home)

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from bottleneck_oracle.agent.conversation import Conversation
 from bottleneck_oracle.config import Settings
+from bottleneck_oracle.graphdb import open_store
+from bottleneck_oracle.workspace.loaded import loaded_trace
+from bottleneck_oracle.workspace.steps import explain_step
+from tests.agent.conftest import BERT, QWEN
 
 ASK_KEYS = {"answer", "answered", "step", "cause", "evidence", "suggestions", "tool_calls", "llm", "grounded",
             "ungrounded_numbers"}
@@ -53,3 +57,31 @@ def test_a_session_resumes_from_the_workspace(agent_settings: Settings) -> None:
         assert [q for q, _ in again.history()] == ["which steps are slow?"]
         again.reset()
         assert again.history() == []
+
+
+def test_why_is_a_gpu_bound_step_slow_says_gpu_bound_with_the_tools_numbers(gpu_settings: Settings) -> None:
+    with Conversation(gpu_settings, trace=str(QWEN)) as c:
+        a = c.ask("Why is step 6 slow?")
+        explained = next(t for t in a.to_json()["tool_calls"] if t["name"] == "explain_step")
+        with open_store(gpu_settings) as store:
+            e = explain_step(store, loaded_trace(store, QWEN, gpu_settings), 6)
+    bound = e["gpu_bound"]
+    assert a.grounded and a.ungrounded_numbers == [] and explained["ok"]
+    assert a.answer.startswith("Step 6 is GPU-bound on rank 0")
+    assert f"{bound['busy_pct']}%" in a.answer and f"{bound['busy_ms']} of {e['wall_ms']} ms" in a.answer
+    for c in bound["op_classes"][:3]:
+        assert f"{c['class']} {c['ms']} ms" in a.answer
+
+
+def test_how_busy_was_the_gpu_is_answered_from_the_timeline(gpu_settings: Settings) -> None:
+    with Conversation(gpu_settings, trace=str(BERT)) as c:
+        a = c.ask("How busy was the GPU in step 6?")
+        with open_store(gpu_settings) as store:
+            gpu = explain_step(store, loaded_trace(store, BERT, gpu_settings), 6)["gpu"]
+    assert a.grounded and f"busy {gpu['busy_ms']} ms ({gpu['busy_pct']}%)" in a.answer
+    assert f"idle {gpu['idle_ms']} ms" in a.answer and "not GPU-bound" in a.answer
+
+
+def test_a_gpu_question_on_a_trace_without_gpu_events_says_it_cannot_tell(conversation: Conversation) -> None:
+    a = conversation.ask("How busy was the GPU in step 5?")
+    assert a.grounded and a.answer.startswith("This trace has no GPU events: I cannot say how busy the GPU was.")

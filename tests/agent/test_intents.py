@@ -78,6 +78,13 @@ PARAPHRASES: dict[str, tuple[list[Call], list[str]]] = {
         "list all iterations with their wall time",
         "what are the per-step timings",
     ]),
+    "gpu_busy": ([Call("explain_step", {})], [
+        "how much of the time was the GPU doing work",
+        "what was the GPU utilization",
+        "was the GPU idle a lot",
+        "is my training bound by the GPU",
+        "how saturated was the GPU",
+    ]),
     "out_of_scope": ([], [
         "what's the weather in Paris",
         "write a haiku about GPUs",

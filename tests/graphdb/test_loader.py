@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import redis
 
+from bottleneck_oracle.dag.analysis import analyze
 from bottleneck_oracle.dag.report import analysis_to_dict
 from tests.dag.test_report import path_rows
 from bottleneck_oracle.errors import GraphStoreError
@@ -27,6 +28,7 @@ from bottleneck_oracle.graphdb.queries import subgraph_query
 from bottleneck_oracle.graphdb.server import START_HINT, server_status
 from bottleneck_oracle.graphdb.tables import GraphTables, critical_nodes, graph_tables
 from bottleneck_oracle.traces import read_trace
+from tests.conftest import WILD
 from tests.graphdb.conftest import GPT, LoadedTrace, graph_settings
 
 
@@ -208,3 +210,24 @@ def test_a_delete_that_stopped_half_way_is_loaded_afresh(store: GraphStore, anal
     assert load_analysis(store, t.analysis, trace_id=tid, name=t.name).outcome == "loaded"
     _assert_one_complete_copy(store, tid, graph_tables(t.analysis, tid))
     delete_trace(store, tid)
+
+
+def test_step_nodes_carry_the_gpu_timeline_and_verdict(store: GraphStore, loaded: dict[str, LoadedTrace]) -> None:
+    trace = read_trace([WILD / "tracelens" / "h100" / "qwen1.5_0.5b_chat" / "trace.json.gz"])
+    a, tid = analyze(trace), f"{trace_id(trace)}-gpu"
+    load_analysis(store, a, trace_id=tid, name="qwen", detail=Detail.SUMMARY)
+    try:
+        (row,) = store.read("trace_steps", {"trace": tid})
+        d = analysis_to_dict(a)
+        (step,), (bound,) = d["steps"], d["gpu_bound"]  # what `oracle analyze --json` says of the step
+        assert {k: row[f"gpu_{k}"] for k in step["gpu"] if k != "total_ms"} == pytest.approx(
+            {k: v for k, v in step["gpu"].items() if k != "total_ms"}, abs=1e-6)
+        assert row["gpu_bound"] is True and row["gpu_busy_pct"] == bound["busy_pct"]
+        assert row["gpu_evidence"] == bound["evidence"]
+        assert list(zip(row["gpu_op_classes"], row["gpu_op_classes_ms"])) == [
+            (c["class"], c["ms"]) for c in bound["op_classes"]]
+    finally:
+        delete_trace(store, tid)
+    gpt = loaded["gpt_2rank"]  # a CPU-only capture: no GPU values at all
+    rows = store.read("trace_steps", {"trace": gpt.trace_id})
+    assert rows and all(r["gpu_busy_ms"] is None and r["gpu_bound"] is None for r in rows)

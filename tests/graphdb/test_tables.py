@@ -5,10 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.dag.types import CATEGORIES
 from bottleneck_oracle.graphdb.tables import critical_nodes, expand_hops, graph_tables, step_key
 from bottleneck_oracle.graphdb.types import Detail
+from bottleneck_oracle.traces import EventKind, read_trace
+from tests.conftest import WILD
 from tests.graphdb.conftest import LoadedTrace
+from tests.whatif.cases import fault
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +67,55 @@ def test_plan_changes_with_detail_and_batch_size(dlrm: LoadedTrace) -> None:
     assert full.plan(1000) == graph_tables(dlrm.analysis, "t").plan(1000)
     assert full.plan(1000) != full.plan(2000) != graph_tables(dlrm.analysis, "t", Detail.SUMMARY).plan(2000)
     assert sum(1 for _ in full.batches(5000)) == sum(-(-len(t) // 5000) for _, t in full.phases)
+
+
+def _union_ns(intervals: list[tuple[int, int]]) -> int:
+    """The time a list of intervals covers, by a plain sweep (no project code)."""
+    total, end = 0, None
+    for s, e in sorted(intervals):
+        if end is None or s > end:
+            total, end = total + e - s, e
+        elif e > end:
+            total, end = total + e - end, e
+    return total
+
+
+def _gpu_trace(name: str) -> Analysis:
+    return analyze(read_trace([WILD / "tracelens" / "h100" / name / "trace.json.gz"]))
+
+
+def test_step_rows_carry_what_the_gpu_did_in_the_step() -> None:
+    for name, bound in (("qwen1.5_0.5b_chat", True), ("bert_small", False)):
+        a = _gpu_trace(name)
+        cols = dict(graph_tables(a, "t", Detail.SUMMARY).phases)["load_steps"].columns
+        ev, table = a.graph.trace.events, a.graph.steps
+        gpu = np.isin(ev.kind, (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET))
+        for i, (step, rank) in enumerate(zip(cols["step"], cols["rank"])):
+            row = next(j for j in range(len(table)) if (table.step[j], table.rank[j]) == (step, rank))
+            lo, hi = int(table.start_ns[row]), int(table.end_ns[row])
+            ends = ev.start_ns + ev.dur_ns
+            mine = np.flatnonzero(gpu & (ev.rank == rank) & (ends > lo) & (ev.start_ns < hi))
+            busy = _union_ns([(max(int(ev.start_ns[k]), lo), min(int(ends[k]), hi)) for k in mine.tolist()])
+            assert cols["gpu_busy_ms"][i] == pytest.approx(busy / 1e6, abs=1e-5)
+            assert cols["gpu_busy_ms"][i] + cols["gpu_idle_ms"][i] == pytest.approx(cols["wall_ms"][i], abs=2e-3)
+            assert cols["gpu_busy_pct"][i] == pytest.approx(100 * busy / (hi - lo), abs=0.06)
+            assert cols["gpu_bound"][i] is bound and (cols["gpu_evidence"][i] is not None) is bound
+            assert bool(cols["gpu_op_classes"][i]) is bound
+            assert len(cols["gpu_op_classes"][i]) == len(cols["gpu_op_classes_ms"][i])
+            assert sum(cols["gpu_op_classes_ms"][i]) <= cols["gpu_busy_ms"][i] + 1e-3  # one stream: no overlap
+        assert cols["gpu_busy_pct"][0] >= 75 if bound else cols["gpu_busy_pct"][0] < 75
+
+
+def test_step_rows_of_a_trace_without_gpu_work_have_no_gpu_values(analyses: dict[str, LoadedTrace]) -> None:
+    cols = dict(graph_tables(analyses["gpt_2rank"].analysis, "t", Detail.SUMMARY).phases)["load_steps"].columns
+    for name in ("gpu_busy_ms", "gpu_idle_ms", "gpu_busy_pct", "gpu_bound", "gpu_evidence"):
+        assert set(cols[name]) == {None}, name
+
+
+def test_ranks_waiting_in_a_collective_for_a_paused_peer_are_not_gpu_bound() -> None:
+    _, a = fault("host_pause")  # a 4-rank GPU job: one rank pauses, the others' all-reduce kernels wait
+    cols = dict(graph_tables(a, "t", Detail.SUMMARY).phases)["load_steps"].columns
+    waiting = [i for i, pct in enumerate(cols["gpu_busy_pct"]) if pct >= 75]
+    assert waiting, "the waiting ranks' GPUs look busy: their collective kernels run the whole pause"
+    for i in waiting:
+        assert cols["gpu_exposed_comm_ms"][i] > 0.5 * cols["wall_ms"][i] and cols["gpu_bound"][i] is False

@@ -18,9 +18,10 @@ import uvicorn
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.graphdb import stop_server
 from bottleneck_oracle.server import create_app
-from tests.conftest import REPO
+from tests.conftest import REPO, WILD
 
 GPT = REPO / "examples" / "gpt_2rank"  # real 2-rank gloo capture: rank 1 pauses 150 ms in step 5
+QWEN = WILD / "tracelens" / "h100" / "qwen1.5_0.5b_chat" / "trace.json.gz"  # one H100 step, GPU-bound
 UPLOAD_LIMIT_MB = 8
 
 
@@ -71,5 +72,15 @@ def upload(url: str, folder: Path, name: str | None = None, headers: dict[str, s
 def uploaded(server: str) -> dict[str, Any]:
     """gpt_2rank uploaded (read, analysed and ingested by the server): the 201 response's trace."""
     response = upload(server, GPT, name="gpt_2rank")
+    assert response.status_code == 201, response.text
+    return response.json()["trace"]
+
+
+@pytest.fixture(scope="session")
+def uploaded_gpu(server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """An H100 trace (one step, its GPU busy most of it) uploaded: the 201 response's trace."""
+    folder = tmp_path_factory.mktemp("qwen")
+    (folder / "rank0.json.gz").write_bytes(QWEN.read_bytes())  # the trace file alone, not its source notes
+    response = upload(server, folder, name="qwen")
     assert response.status_code == 201, response.text
     return response.json()["trace"]

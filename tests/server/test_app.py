@@ -15,9 +15,12 @@ import pytest
 
 from bottleneck_oracle import __version__
 from bottleneck_oracle.config import Settings
+from bottleneck_oracle.dag.analysis import analyze
+from bottleneck_oracle.dag.report import analysis_to_dict
 from bottleneck_oracle.graphdb import stop_server
 from bottleneck_oracle.server.app import UPLOADS
-from tests.server.conftest import GPT, UPLOAD_LIMIT_MB, serving, upload
+from bottleneck_oracle.traces import read_trace
+from tests.server.conftest import GPT, QWEN, UPLOAD_LIMIT_MB, serving, upload
 
 ERROR_STATUSES = (400, 404, 413)
 
@@ -233,3 +236,26 @@ def test_a_graph_database_that_goes_down_is_503_and_the_server_goes_on(tmp_path:
             assert httpx.get(f"{url}/api/health").status_code == 200
     finally:
         stop_server(settings.home)
+
+
+def test_steps_and_timeline_give_the_gpu_timeline_of_a_gpu_trace(server: str, uploaded_gpu: dict[str, Any]) -> None:
+    expected = analysis_to_dict(analyze(read_trace([QWEN])))["steps"][0]  # what `oracle analyze --json` says
+    (row,) = httpx.get(f"{server}/api/traces/{uploaded_gpu['id']}/steps").json()["steps"]
+    assert (row["step"], row["rank"]) == (expected["step"], expected["rank"]) and row["gpu_bound"] is True
+    assert row["gpu"]["busy_ms"] == round(expected["gpu"]["busy_ms"], 3)
+    assert row["gpu"]["idle_ms"] == round(expected["gpu"]["idle_ms"], 3)
+    assert row["gpu"]["busy_pct"] == round(100 * expected["gpu"]["busy_ms"] / expected["gpu"]["total_ms"], 1)
+    body = httpx.get(f"{server}/api/traces/{uploaded_gpu['id']}/steps/{row['step']}/timeline").json()
+    (strip,) = body["gpu"]
+    assert strip["rank"] == 0 and strip["busy_pct"] == row["gpu"]["busy_pct"]
+    assert strip["busy_ms"] == pytest.approx(expected["gpu"]["busy_ms"], abs=1e-6)
+    busy = strip["busy"]
+    assert busy and all(strip["start_ms"] <= s < e <= strip["end_ms"] + 1e-4 for s, e in busy)
+    assert all(e0 < s1 for (_, e0), (s1, _) in zip(busy, busy[1:]))  # disjoint, in order
+    assert sum(e - s for s, e in busy) == pytest.approx(strip["busy_ms"], abs=1e-4 * len(busy))  # the union itself
+
+
+def test_a_trace_without_gpu_events_has_no_gpu_values(server: str, uploaded: dict[str, Any]) -> None:
+    rows = httpx.get(f"{server}/api/traces/gpt_2rank/steps").json()["steps"]
+    assert all(r["gpu"] is None and r["gpu_bound"] is False for r in rows)
+    assert httpx.get(f"{server}/api/traces/gpt_2rank/steps/5/timeline").json()["gpu"] == []

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from bottleneck_oracle.dag.analysis import Analysis, analyze
@@ -66,7 +67,7 @@ def _xss_copy(folder: Path) -> Path:
 
 def test_page_static_code_has_no_html_sink() -> None:
     scripts = sorted(STATIC.glob("*.js"))
-    assert {"app.js", "timeline.js", "api.js", "dom.js", "stepchart.js"} <= {p.name for p in scripts}
+    assert {"app.js", "timeline.js", "api.js", "dom.js", "stepchart.js", "gpustrip.js"} <= {p.name for p in scripts}
     for p in scripts:
         for no, line in enumerate(p.read_text().splitlines(), 1):
             assert not SINKS.search(line), f"{p.name}:{no}: an HTML-string sink: {line.strip()}"
@@ -90,6 +91,7 @@ def test_page_slow_step_timeline_whatif_and_chat(browser: Any, server: str, uplo
     assert int(state["eventsDrawn"]) > 1000
     assert int(state["criticalDrawn"]) > 0 and max(len(r.path_nodes()) for r in path) > 0
     assert count_pixels(page, OLD_PATH_RGB) > 200, "the critical path's gold is on the canvas"
+    assert "No GPU events in this trace" in page.text_content("#gpu-strip")  # a CPU-only capture
     assert page.eval_on_selector("#step-chart .col.selected", "n => n.dataset.step") == str(step)
     findings = page.eval_on_selector_all("#findings li[data-category]", "ns => ns.map(n => n.dataset.category)")
     assert cause in findings
@@ -164,4 +166,22 @@ def test_page_upload_shows_the_one_line_error_of_a_bad_file(browser: Any, server
     assert "rank0.json" in shown and "\n" not in shown, shown
     page.wait_for_selector("#trace-picker option", state="attached")
     assert page.evaluate("fetch('api/health').then(r => r.status)") == 200  # the server keeps running
+    assert not errors, errors
+
+
+def test_page_draws_the_gpu_utilization_strip_above_the_timeline(browser: Any, server: str,
+                                                                  uploaded_gpu: dict[str, Any]) -> None:
+    (row,) = httpx.get(f"{server}/api/traces/{uploaded_gpu['id']}/steps").json()["steps"]
+    (strip,) = httpx.get(f"{server}/api/traces/{uploaded_gpu['id']}/steps/{row['step']}/timeline").json()["gpu"]
+    page, errors = open_page(browser, f"{server}/")
+    pick_trace(page, uploaded_gpu["id"])
+    open_timeline_step(page, row["step"])
+    shown = page.eval_on_selector("#gpu-strip .gpu-row[data-rank='0']", """r => ({
+        pct: r.dataset.busyPct, label: r.querySelector('.gpu-label').textContent,
+        busy: [...r.querySelectorAll('rect.gpu-busy')].map(x => [+x.getAttribute('x'), +x.getAttribute('width')]),
+        width: r.querySelector('.gpu-bar').getBoundingClientRect().width,
+        top: r.getBoundingClientRect().bottom <= document.getElementById('timeline').getBoundingClientRect().top})""")
+    assert float(shown["pct"]) == row["gpu"]["busy_pct"] and f"{row['gpu']['busy_pct']}% busy" in shown["label"]
+    assert shown["busy"] == [pytest.approx([s, e - s], abs=1e-3) for s, e in strip["busy"]]
+    assert shown["width"] > 400 and shown["top"], "a wide strip, above the timeline"
     assert not errors, errors

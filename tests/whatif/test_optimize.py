@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from bottleneck_oracle.dag.analysis import Analysis, analyze
+from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.graphdb.playbook import read_playbook
-from bottleneck_oracle.truth.edits import EditKind
+from bottleneck_oracle.traces import read_trace
+from bottleneck_oracle.truth.edits import EditKind, format_edit
 from bottleneck_oracle.whatif.optimize import MIN_GAIN, candidates, optimize
 from bottleneck_oracle.whatif.verify import verify_plan
+from tests.conftest import WILD
 from tests.whatif.cases import FAULTS, fault, job
 
 PLAYBOOK = read_playbook()
@@ -90,3 +94,30 @@ def test_a_retimed_trace_the_analysis_refuses_leaves_the_plan_predicting_on_top(
     assert plan.plan[0].category == "launch_overhead" and plan.plan[0].prediction.best_ms < plan.baseline_ms
     with pytest.raises(GraphError, match="cycle"):
         edited_analysis(a, 1, [plan.plan[0].edit])
+
+
+def _h100(name: str) -> Analysis:
+    return analyze(read_trace([WILD / "tracelens" / "h100" / name / "trace.json.gz"]))
+
+
+def test_a_gpu_bound_step_gets_the_kernel_side_remedies_with_their_gains() -> None:
+    a = _h100("qwen1.5_0.5b_chat")  # one H100 step, its GPU busy most of it
+    (bound,) = gpu_bound_steps(a.graph, a.gpu, [(6, 0)])
+    kernel_side = {e.edit: e.title for e in PLAYBOOK if e.category == "slow_compute" and e.edit.startswith("scale ")}
+    assert {"torch.compile a GPU-bound model", "Larger batch per optimizer step"} <= set(kernel_side.values())
+    found = candidates(a, 6, PLAYBOOK)
+    assert {format_edit(c.edit) for c in found} == set(kernel_side)
+    assert all(c.category == "slow_compute" and c.evidence == bound.evidence and c.kernel_side for c in found)
+    plan = optimize(a, 6, PLAYBOOK, budget=1)
+    gemm = next(c for c in plan.candidates if format_edit(c.edit) == "scale op=gemm x1.3")
+    gemm_ms = dict(bound.op_classes)["gemm"]
+    assert 0 < gemm.gain_ms <= gemm_ms * (1 - 1 / 1.3) + 1e-3  # at most the GEMM time it saves
+    assert plan.plan and plan.plan[0].edit.kind == EditKind.SCALE
+
+
+def test_a_host_bound_gpu_step_keeps_its_host_side_fixes() -> None:
+    a = _h100("bert_small")  # its GPU idle most of the step: launch-bound
+    assert not gpu_bound_steps(a.graph, a.gpu, [(6, 0)])
+    found = candidates(a, 6, PLAYBOOK)
+    assert "fix launch_overhead" in {format_edit(c.edit) for c in found}
+    assert not any(c.category == "slow_compute" or c.kernel_side for c in found)

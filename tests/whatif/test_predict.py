@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 
 from bottleneck_oracle.dag.analysis import analyze
+from bottleneck_oracle.dag.report import analysis_to_dict
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.gnn.predict import Predictor
 from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.edits import parse_edit
-from bottleneck_oracle.whatif.predict import baseline_ms, check_step, predict_whatif
-from tests.conftest import REPO
+from bottleneck_oracle.whatif.predict import _at_least_gpu_busy, baseline_ms, check_step, predict_whatif
+from tests.conftest import REPO, WILD
 from tests.whatif.cases import GPT2, job
 
 
@@ -82,3 +83,15 @@ def test_a_faster_all_reduce_helps_a_data_parallel_job(model: Predictor) -> None
     p = predict_whatif(a, 2, [parse_edit("scale op=allreduce x2")], model)
     assert p.best_ms <= p.baseline_ms and p.chosen in p.predicted_ms
     assert p.after is not None and p.after.breakdown_ms["communication"] <= p.before.breakdown_ms["communication"]
+
+
+def test_a_host_side_fix_is_never_predicted_below_the_gpus_busy_time(gpt, model: Predictor) -> None:  # type: ignore[no-untyped-def]
+    a = analyze(read_trace([WILD / "tracelens" / "h100" / "bert_small" / "trace.json.gz"]))
+    busy = round(analysis_to_dict(a, 6)["steps"][0]["gpu"]["busy_ms"], 3)  # what `oracle analyze` reports
+    fix, faster = parse_edit("fix launch_overhead"), parse_edit("scale op=gemm x2")
+    floored, notes = _at_least_gpu_busy(a, 6, (fix,), {"replay": busy / 2, "gnn": busy + 1}, ())
+    assert floored == {"replay": busy, "gnn": busy + 1} and "GPU was busy" in notes[0]
+    assert _at_least_gpu_busy(a, 6, (faster,), {"replay": busy / 2}, ()) == ({"replay": busy / 2}, ())
+    assert _at_least_gpu_busy(gpt, 5, (parse_edit("fix host_pause"),), {"replay": 0.5}, ()) == ({"replay": 0.5}, ())
+    p = predict_whatif(a, 6, [fix], model)
+    assert p.gain_ms > 0 and min(p.predicted_ms.values()) >= busy

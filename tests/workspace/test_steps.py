@@ -13,6 +13,7 @@ from bottleneck_oracle.graphdb import GraphStore, open_store, stop_server
 from bottleneck_oracle.synth import SynthConfig, synthesize
 from bottleneck_oracle.workspace import steps
 from bottleneck_oracle.workspace.loaded import LoadedTrace, loaded_trace
+from tests.agent.conftest import BERT, QWEN
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +69,43 @@ def _compare_runs(store: GraphStore, settings: Settings, tmp_path_factory: pytes
     assert len(out["steps"]) == 4 and all(s["delta_ms"] > 0 for s in out["steps"])
     back = steps.compare_runs(store, runs["A100"], runs["H100"])
     assert back["delta_ms"] == -out["delta_ms"] and "faster" in back["verdict"]
+
+
+@pytest.fixture(scope="module")
+def gpu_store(gpu_settings: Settings) -> Iterator[GraphStore]:
+    with open_store(gpu_settings, start=True) as s:
+        yield s
+
+
+def test_explain_step_of_a_gpu_bound_step_gives_its_gpu_record_and_verdict(gpu_store: GraphStore,
+                                                                          gpu_settings: Settings) -> None:
+    qwen = loaded_trace(gpu_store, QWEN, gpu_settings)
+    e = steps.explain_step(gpu_store, qwen)
+    gpu, bound = e["gpu"], e["gpu_bound"]
+    assert e["has_gpu"] and (e["step"], e["rank"]) == (6, 0)
+    assert gpu["busy_ms"] + gpu["idle_ms"] == pytest.approx(e["wall_ms"], abs=2e-3)
+    assert gpu["computation_ms"] <= gpu["busy_ms"] and gpu["comm_ms"] == 0  # one GPU, no collectives
+    assert gpu["busy_pct"] == pytest.approx(100 * gpu["busy_ms"] / e["wall_ms"], abs=0.06) and gpu["busy_pct"] >= 75
+    assert bound["busy_pct"] == gpu["busy_pct"] and "GPU-bound" in bound["evidence"]
+    classes = [c["class"] for c in bound["op_classes"]]
+    assert {"gemm", "attention", "elementwise"} <= set(classes)  # a transformer's kernels
+    assert sum(c["ms"] for c in bound["op_classes"]) <= gpu["busy_ms"] + 1e-3
+    listed = steps.list_steps(gpu_store, qwen)
+    assert listed["has_gpu"] and listed["gpu_bound_steps"] == [{"step": 6, "rank": 0, "busy_pct": gpu["busy_pct"]}]
+    assert listed["steps"][0]["gpu"] == gpu and listed["steps"][0]["gpu_bound"]
+    (row,) = steps.step_rows(gpu_store, qwen)
+    assert row["gpu"] == gpu and row["gpu_bound"]
+
+
+def test_a_host_bound_step_has_a_gpu_record_and_no_verdict(gpu_store: GraphStore, gpu_settings: Settings) -> None:
+    bert = loaded_trace(gpu_store, BERT, gpu_settings)
+    e = steps.explain_step(gpu_store, bert)
+    assert e["gpu"]["busy_pct"] < 75 and e["gpu"]["idle_ms"] > e["gpu"]["busy_ms"] and e["gpu_bound"] is None
+    assert steps.list_steps(gpu_store, bert)["gpu_bound_steps"] == []
+
+
+def test_a_trace_without_gpu_events_says_so(store: GraphStore, gpt: LoadedTrace) -> None:
+    e = steps.explain_step(store, gpt, 5)
+    assert e["gpu"] is None and e["gpu_bound"] is None and e["has_gpu"] is False
+    listed = steps.list_steps(store, gpt)
+    assert listed["has_gpu"] is False and all(s["gpu"] is None for s in listed["steps"])

@@ -14,9 +14,10 @@ from bottleneck_oracle.errors import NotFoundError
 from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.edits import parse_edit
 from bottleneck_oracle.whatif.predict import predict_whatif
+from bottleneck_oracle.workspace import timeline
 from bottleneck_oracle.workspace.timeline import step_timeline, trace_timeline, whatif_paths
 from bottleneck_oracle.workspace.traces import open_trace
-from tests.conftest import REPO
+from tests.conftest import REPO, WILD
 from tests.tracebuilder import kernel, runtime, step, sync, write
 
 GPT = REPO / "examples" / "gpt_2rank"
@@ -146,3 +147,17 @@ def test_whatif_paths_gives_the_new_critical_path_beside_the_old(gpt: Analysis, 
     assert p["critical_path_summary"]["rank"] == 1 and p["new_critical_path"]["wall_ms"] < 179.484
     fixed = whatif_paths(predict_whatif(gpt, 5, [parse_edit("fix host_pause")]))
     assert fixed["new_critical_path"]["wall_ms"] < 40  # the pause was idle time: the same ops, less wait
+
+
+def test_the_gpu_strip_closes_the_shortest_gaps_past_its_interval_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    a = analyze(read_trace([WILD / "tracelens" / "h100" / "qwen1.5_0.5b_chat" / "trace.json.gz"]))
+    (full,) = step_timeline(a, 6)["gpu"]
+    assert len(full["busy"]) > 100 and sum(e - s for s, e in full["busy"]) == pytest.approx(full["busy_ms"], abs=0.01)
+    monkeypatch.setattr(timeline, "STRIP_INTERVALS", 10)
+    (few,) = step_timeline(a, 6)["gpu"]
+    gaps = sorted(s1 - e0 for (_, e0), (s1, _) in zip(full["busy"], full["busy"][1:]))
+    assert len(few["busy"]) == 10
+    assert few["busy"][0][0] == full["busy"][0][0] and few["busy"][-1][1] == full["busy"][-1][1]
+    kept = sorted(s1 - e0 for (_, e0), (s1, _) in zip(few["busy"], few["busy"][1:]))
+    assert kept == gaps[-9:]  # the nine longest idle gaps stay open
+    assert step_timeline(analyze(read_trace(REPO / "examples" / "gpt_2rank")), 5)["gpu"] == []  # no GPU events

@@ -5,6 +5,7 @@ import { call, getJSON, postJSON, streamEvents } from "./api.js";
 import { el, fill, ms } from "./dom.js";
 import { drawStepChart, stepSeries } from "./stepchart.js";
 import { Timeline, colorOf } from "./timeline.js";
+import { drawGpuStrip } from "./gpustrip.js";
 
 const $ = (id) => document.getElementById(id);
 const state = { traces: [], trace: null, series: null, step: null, findings: [], loadSeq: 0 };
@@ -88,6 +89,7 @@ async function openStep(step) {
   title.textContent = `Timeline of step ${step}`;
   $("whatif-result").replaceChildren();
   timeline.show(payload);
+  drawGpuStrip($("gpu-strip"), payload);
   renderLegend(timeline.model);
   const note = [`${payload.events.length} events in ${payload.lanes.length} lanes, ${ms(payload.span_ms)}`,
                 `critical path: ${(payload.critical_path || []).length} events (outlined, gold line)`];
