@@ -26,8 +26,7 @@ from bottleneck_oracle.graphdb.loader import trace_id, trace_name
 from bottleneck_oracle.traces import read_trace
 
 __all__ = ["REGISTRY_NAME", "Resolved", "TraceEntry", "atomic_write", "find_entry", "fingerprint_of", "known_traces",
-           "open_trace",
-           "remember"]
+           "open_trace", "remember"]
 
 REGISTRY_NAME = "traces.json"
 _CACHE_DIR = "analyses"
