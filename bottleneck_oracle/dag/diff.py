@@ -169,7 +169,7 @@ def _breakdown(a: Analysis, s: Steady) -> dict[str, float]:
 
 def _gpu(a: Analysis, s: Steady) -> dict[str, float]:
     g = a.graph
-    row = {(int(st), int(rk)): i for i, (st, rk) in enumerate(zip(g.steps.step.tolist(), g.steps.rank.tolist()))}
+    row = g.steps.row_of()
     rows = [a.gpu.record(row[(st, s.walls[st][1])]) for st in s.steady if (st, s.walls[st][1]) in row]
     return _median_of(rows, [f"{f}_ms" for f in FIELDS])
 

@@ -66,8 +66,7 @@ class GpuBound:
 def _gpu_rows(g: ExecGraph, gpu: GpuTimeline) -> dict[tuple[int, int], int]:
     """(step, rank) → row of ``g.steps`` (and of ``gpu``) for the ranks that recorded GPU work."""
     worked = set(np.unique(g.rank[g.trace.lanes.is_gpu[g.lane]]).tolist())
-    return {(int(s), int(r)): i for i, (s, r) in enumerate(zip(g.steps.step.tolist(), g.steps.rank.tolist()))
-            if r in worked and gpu.total_ns[i] > 0}
+    return {key: i for key, i in g.steps.row_of().items() if key[1] in worked and gpu.total_ns[i] > 0}
 
 
 def _gpu_time(g: ExecGraph, rows: list[int]) -> tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]:

@@ -33,7 +33,7 @@ def host_bound(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
     """GPU ranks whose GPU mostly waits while the critical path runs on the host (launch-bound)."""
     lanes = g.trace.lanes
     out = []
-    row_of = {(int(s), int(r)): i for i, (s, r) in enumerate(zip(g.steps.step, g.steps.rank))}
+    row_of = g.steps.row_of()
     busy_ns = gpu_busy_ns(g)
     by_rank: dict[int, list[tuple[StepReport, float, float]]] = defaultdict(list)
     for r in reports:
@@ -84,7 +84,7 @@ def _peers(values: np.ndarray, i: int) -> float:
 
 def host_syncs(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[Finding]:
     """Slow steps with many more blocking syncs than their peers: each drains the GPU queue."""
-    row_of = {(int(s), int(r)): i for i, (s, r) in enumerate(zip(g.steps.step, g.steps.rank))}
+    row_of = g.steps.row_of()
     is_sync = (g.kind == NodeKind.RUNTIME) & (g.role == Role.SYNC) & (g.step_row >= 0)
     counts = np.bincount(g.step_row[is_sync], minlength=len(g.steps))
     out = []
@@ -118,7 +118,7 @@ def _p2p_names(g: ExecGraph, nodes: np.ndarray, top: int = 3) -> tuple[str, ...]
 def pipeline_bubbles(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[Finding]:
     """Pipeline stages whose GPU idles waiting for activations or gradients from a neighbour stage."""
     p2p = p2p_nodes(g)
-    row_of = {(int(s), int(r)): i for i, (s, r) in enumerate(zip(g.steps.step, g.steps.rank))}
+    row_of = g.steps.row_of()
     busy_ns = gpu_busy_ns(g)
     out = []
     for rank, mine in _by_rank(reports).items():

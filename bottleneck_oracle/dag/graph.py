@@ -41,6 +41,10 @@ class StepTable:
     def __len__(self) -> int:
         return len(self.step)
 
+    def row_of(self) -> dict[tuple[int, int], int]:
+        """(step, rank) → row, the key every per-step table of the analysis is looked up by."""
+        return {(s, r): i for i, (s, r) in enumerate(zip(self.step.tolist(), self.rank.tolist()))}
+
 
 @dataclass(frozen=True, slots=True)
 class CollectiveTable:

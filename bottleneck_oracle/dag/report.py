@@ -170,8 +170,7 @@ def analysis_to_dict(a: Analysis, step: int | None = None, rank: int | None = No
     keep = lambda s, r: (step is None or s == step) and (rank is None or r == rank)  # noqa: E731
     gpu_ranks = set(a.gpu_trace.rank.tolist())
     g = a.graph
-    gpu_rows = {(int(s), int(r)): i for i, (s, r) in enumerate(zip(g.steps.step.tolist(), g.steps.rank.tolist()))
-                if r in gpu_ranks}
+    gpu_rows = {key: i for key, i in g.steps.row_of().items() if key[1] in gpu_ranks}
     bound = gpu_bound_steps(g, a.gpu, [(r.step, r.rank) for r in complete])
     return AnalysisDict(
         trace=_trace_summary(a),

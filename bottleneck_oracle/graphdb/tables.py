@@ -170,7 +170,7 @@ def _gpu_columns(a: Analysis) -> dict[str, list[Any]]:
     whose GPU worked most of the window, exposed communication left out: ``GpuTimeline.work_ns``);
     None throughout on a rank that recorded no GPU work."""
     g, gpu = a.graph, a.gpu
-    rows = {(int(s), int(r)): i for i, (s, r) in enumerate(zip(g.steps.step.tolist(), g.steps.rank.tolist()))}
+    rows = g.steps.row_of()
     worked = set(a.gpu_trace.rank.tolist())
     names = [f"gpu_{f}" for f in GPU_FIELDS] + ["gpu_busy_pct", "gpu_bound", "gpu_evidence"]
     cols: dict[str, list[Any]] = {n: [] for n in names + ["gpu_op_classes", "gpu_op_classes_ms"]}

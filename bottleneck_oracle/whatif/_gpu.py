@@ -16,7 +16,7 @@ def _rows(a: Analysis, step: int) -> list[tuple[int, int]]:
     """(row of ``a.graph.steps``, rank) of the step's complete reports on ranks with GPU work, the
     slowest report first."""
     g, worked = a.graph, set(a.gpu_trace.rank.tolist())
-    rows = {(int(s), int(r)): i for i, (s, r) in enumerate(zip(g.steps.step.tolist(), g.steps.rank.tolist()))}
+    rows = g.steps.row_of()
     reports = sorted((r for r in a.steps if r.step == step and (r.step, r.rank) not in a.partial_steps),
                      key=lambda r: (-r.wall_ns, r.rank))
     return [(rows[(step, r.rank)], r.rank) for r in reports if r.rank in worked and (step, r.rank) in rows]
