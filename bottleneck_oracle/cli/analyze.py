@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from bottleneck_oracle.cli._render import print_json, stderr, stdout, table
+from bottleneck_oracle.cli._render import brief, middle, paragraph, print_json, ranks_text, spinner, stderr, stdout, table
 from bottleneck_oracle.config import Settings
 
 if TYPE_CHECKING:
@@ -18,6 +19,8 @@ __all__ = ["analyze_command"]
 
 _SHORT = {"gpu_compute": "gpu", "communication": "comm", "cpu": "cpu", "launch_overhead": "launch",
           "sync_wait": "sync", "data_loading": "data", "idle": "idle"}
+_AT = re.compile(r"^rank \d+(?: step -?\d+)?: ")  # a finding's evidence opens with where it is
+_INDENT = 14  # a finding's evidence lines up under its category
 
 
 def analyze_command(
@@ -33,6 +36,8 @@ def analyze_command(
         "matches REGEX the steps, numbered 0, 1, ... per rank, instead of ProfilerStep#N.")] = None,
     full_paths: Annotated[bool, typer.Option(
         help="With --json, give every step's whole critical path (as columns), not only its top contributors.")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Print each finding's evidence in full (--json has it too).")] = False,
 ) -> None:
     """Build the execution graph, find each step's critical path, and explain the slow steps."""
     from bottleneck_oracle.dag.analysis import analyze
@@ -41,7 +46,8 @@ def analyze_command(
     from bottleneck_oracle.traces import read_trace
 
     settings = Settings.from_env()
-    status = (lambda _: nullcontext()) if as_json else stderr().status  # --json: no spinner, no rich
+    err = stderr()
+    status = (lambda _: nullcontext()) if as_json else (lambda what: spinner(err, what))  # --json: no rich
     with status("reading traces..."):
         trace = read_trace(paths, workers=settings.workers, partial=partial)
     with status("analysing..."):
@@ -49,33 +55,35 @@ def analyze_command(
     data = analysis_to_dict(a, step=step, rank=rank, full_paths=full_paths and as_json)
     if overlay is not None:
         marked = write_overlay(a, overlay, step=step, rank=rank)
-        stderr().print(f"overlay: {overlay} ({marked} critical nodes marked; open it in ui.perfetto.dev)")
+        err.print(f"overlay: {overlay} ({marked} critical nodes marked; open it in ui.perfetto.dev)", highlight=False)
     if as_json:
         print_json(data)
         return
     console = stdout()
     t = data["trace"]
-    console.print(f"[bold]{len(t['ranks'])} rank(s)[/], {t['events']:,} events, {t['nodes']:,} nodes, "
-                  f"{t['edges']:,} edges; {t['collectives_matched']} of {t['collectives']} collectives matched "
-                  f"across ranks" + _steps_line(t))
+    paragraph(console, f"{len(t['ranks'])} rank(s), {t['events']:,} events, {t['nodes']:,} nodes, {t['edges']:,} "
+              f"edges; {t['collectives_matched']} of {t['collectives']} collectives matched across ranks"
+              + _steps_line(t), indent=0)
     for note in t["health"]:  # what the trace cannot support (skipped events among them)
-        console.print(f"  {note['message']}", highlight=False)
-    _gpu_lines(data, console)
+        paragraph(console, note["message"])
+    _gpu_table(data, console, verbose)
     _steps_table(data, console)
-    _findings_table(data, console)
-    _why_slowest(data, console)
+    _findings(data, console, verbose)
+    _why_slowest(data, console, verbose)
 
 
-def _gpu_lines(data: dict, console: Console) -> None:
+def _gpu_table(data: dict, console: Console, verbose: bool) -> None:
     """The GPU timeline of each rank over the trace, then what the GPU-bound steps are bound by."""
-    for t in data["gpu_timeline"]:
-        busy = t["busy_ms"] / t["total_ms"] if t["total_ms"] else 0.0
-        console.print(f"GPU of rank {t['rank']}: busy {busy:.0%} of {t['total_ms']:.1f} ms (computation "
-                      f"{t['computation_ms']:.1f}, communication {t['comm_ms']:.1f} of which exposed "
-                      f"{t['exposed_comm_ms']:.1f}, memcpy {t['memcpy_ms']:.1f}), idle {t['idle_ms']:.1f} ms",
-                      highlight=False)
+    if data["gpu_timeline"]:
+        cols = ("rank", "busy", "total", "compute", "comm", "exposed", "memcpy", "idle")
+        rows = table("GPU per rank (ms; exposed: communication not overlapped)", cols, right=cols)
+        for t in data["gpu_timeline"]:
+            busy = t["busy_ms"] / t["total_ms"] if t["total_ms"] else 0.0
+            rows.add_row(str(t["rank"]), f"{busy:.0%}", *(f"{t[k]:.1f}" for k in (
+                "total_ms", "computation_ms", "comm_ms", "exposed_comm_ms", "memcpy_ms", "idle_ms")))
+        console.print(rows)
     for b in data["gpu_bound"][:4]:
-        console.print(f"  {b['evidence']}", highlight=False)
+        paragraph(console, b["evidence"] if verbose else brief(b["evidence"], console.width - 2))
 
 
 def _steps_line(t: dict) -> str:
@@ -88,20 +96,25 @@ def _steps_table(data: dict, console: Console) -> None:
     from bottleneck_oracle.dag.types import CATEGORIES
 
     with_gpu = any(s.get("gpu") for s in data["steps"])  # a busy column only where a GPU recorded work
-    columns = ("step", "rank", "wall", *(_SHORT[c.value] for c in CATEGORIES), *(("gpu%",) if with_gpu else ()))
+    shown = [c.value for c in CATEGORIES if any(s["breakdown_ms"][c.value] >= 0.05 for s in data["steps"])]
+    columns = ("step", "rank", "wall", *(_SHORT[c] for c in shown), *(("gpu%",) if with_gpu else ()))
     title = "Steps: wall time and where it went (ms, critical path" + ("; gpu%: GPU busy)" if with_gpu else ")")
     steps = table(title, (*columns, ""), right=columns)
     for s in data["steps"]:
         mark = "[bold red]slow[/]" if s["slow"] else ("partial" if s["partial"] else "")
-        cells = [f"{s['breakdown_ms'][c.value]:.1f}" for c in CATEGORIES]
+        cells = [f"{s['breakdown_ms'][c]:.1f}" for c in shown]
         if with_gpu:
             gpu = s.get("gpu")
             cells.append(f"{100 * gpu['busy_ms'] / gpu['total_ms']:.0f}" if gpu and gpu["total_ms"] else "-")
         steps.add_row(str(s["step"]), str(s["rank"]), f"{s['wall_ms']:.1f}", *cells, mark)
-    console.print(steps)
+    if data["steps"]:
+        console.print(steps)
+    zero = [_SHORT[c.value] for c in CATEGORIES if c.value not in shown]
+    if data["steps"] and zero:
+        console.print(f"  (0.0 in every step, left out: {', '.join(zero)})", highlight=False)
 
 
-def _findings_table(data: dict, console: Console) -> None:
+def _findings(data: dict, console: Console, verbose: bool) -> None:
     major = [f for f in data["findings"] if f["severity"] == "major"]
     minor = [f for f in data["findings"] if f["severity"] != "major"]
     if not major and data["gpu_bound"]:
@@ -109,20 +122,31 @@ def _findings_table(data: dict, console: Console) -> None:
     elif not major:
         console.print("No bottleneck found: no step stands out and no category dominates.")
     else:
-        _print_findings(console, "Findings (largest impact first)", major[:15])
+        _print_findings(console, "Findings, largest impact first" + ("" if verbose else " (-v: all the evidence)"),
+                        major[:15], verbose)
     if minor:
-        _print_findings(console, "Minor: anomalies of steps that are not slow (not their cause)", minor[:5])
+        _print_findings(console, "Minor: in steps that are not slow (not their cause)", minor[:5], verbose)
 
 
-def _print_findings(console: Console, title: str, findings: list[dict]) -> None:
-    rows = table(title, ("category", "step", "ranks", "impact ms", "evidence"))
+def _print_findings(console: Console, title: str, findings: list[dict], verbose: bool) -> None:
+    """One line per finding (impact, category, step, ranks), its evidence's first clause beneath."""
+    console.print(f"[bold]{title}[/]", highlight=False)
+    wide = max(len(f["category"]) for f in findings)
     for f in findings:
-        step = "all" if f["step"] is None else str(f["step"])
-        rows.add_row(f["category"], step, ",".join(map(str, f["ranks"])), f"{f['impact_ms']:.1f}", f["evidence"])
-    console.print(rows)
+        step = "all steps" if f["step"] is None else f"step {f['step']}"
+        head = f"{f['impact_ms']:9.1f} ms  {f['category']:<{wide}}  {step:<9}  "
+        ranks = ("rank " if len(f["ranks"]) == 1 else "ranks ") + ranks_text(f["ranks"])
+        console.print(head + middle(ranks, max(console.width - len(head), 10)), markup=False, highlight=False)
+        paragraph(console, _evidence(f["evidence"], console.width - _INDENT, verbose), _INDENT)
 
 
-def _why_slowest(data: dict, console: Console) -> None:
+def _evidence(text: str, width: int, verbose: bool) -> str:
+    """A finding's evidence: all of it with ``--verbose``, else its first clause in ``width``,
+    without the "rank R step S: " its line already says."""
+    return text if verbose else brief(_AT.sub("", text), width)
+
+
+def _why_slowest(data: dict, console: Console, verbose: bool) -> None:
     if not data["steps"]:
         return
     slowest = max(data["steps"], key=lambda s: s["wall_ms"] if not s["partial"] else -1)
@@ -141,10 +165,11 @@ def _why_slowest(data: dict, console: Console) -> None:
     reasons = [f for f in major if f["step"] == step] or [f for f in major if f["step"] is None]
     bound = [b for b in data["gpu_bound"] if b["rank"] == rank and b["step"] in (step, None)]
     for b in bound[:1]:
-        console.print(f"  - {b['evidence']}", highlight=False)
+        paragraph(console, "- " + (b["evidence"] if verbose else brief(b["evidence"], console.width - 4)))
     for f in reasons[:3]:
-        console.print(f"  - [bold]{f['category']}[/]: {f['evidence']}", highlight=False)
+        lead = f"- {f['category']}: "
+        paragraph(console, lead + _evidence(f["evidence"], console.width - 2 - len(lead), verbose))
     console.print("  largest items on its critical path:")
     for e in slowest["top_contributors"][:5]:
-        console.print(f"    {e['contrib_us'] / 1000:8.2f} ms  {e['category']:<15} rank {e['rank']}  {e['name'][:80]}",
-                      highlight=False)
+        line = f"    {e['contrib_us'] / 1000:8.2f} ms  {e['category']:<15} rank {e['rank']}  "
+        console.print(line + middle(e["name"], max(console.width - len(line), 16)), markup=False, highlight=False)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -130,3 +133,88 @@ def test_execution_trace_with_its_kineto_trace(tmp_path: Path) -> None:
     out = run_oracle("analyze", REAL / "hta" / "execution_trace", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["trace"]["ranks"] == [0]
+
+
+GPT = Path(__file__).resolve().parents[2] / "examples" / "gpt_2rank"
+
+
+def _at_columns(columns: int, *args: object, **env: str) -> subprocess.CompletedProcess[str]:
+    return run_oracle("analyze", *args, env={**os.environ, "COLUMNS": str(columns), **env})
+
+
+def test_human_output_fits_80_columns_with_one_line_findings() -> None:
+    out = _at_columns(80, GPT)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    assert "\x1b" not in out.stdout + out.stderr  # piped: no colour, no spinner
+    data = json.loads(run_oracle("analyze", GPT, "--json").stdout)
+    major = [f for f in data["findings"] if f["severity"] == "major"]
+    assert major
+    for f in major:  # its line names the category, step, rank and impact; one evidence line beneath
+        head = next(i for i, line in enumerate(lines)
+                    if f["category"] in line and f"step {f['step']}" in line and f"{f['impact_ms']:.1f} ms" in line)
+        evidence = lines[head + 1].strip()
+        assert evidence and evidence in f["evidence"].replace("(python) ", "") or evidence.endswith("…")
+        assert not lines[head + 2].startswith(" " * 14)  # the next line is the next finding, not more evidence
+
+
+def test_verbose_gives_the_whole_evidence() -> None:
+    out = _at_columns(80, GPT, "--verbose")
+    data = json.loads(run_oracle("analyze", GPT, "--json").stdout)
+    flat = " ".join(out.stdout.split())  # wrapped to the terminal
+    assert all(" ".join(f["evidence"].split()) in flat for f in data["findings"][:3])
+    assert max(map(len, out.stdout.splitlines())) <= 80
+    short = _at_columns(200, GPT).stdout
+    assert not any(f["evidence"] in short for f in data["findings"])
+
+
+def test_steps_table_and_why_fit_80_and_120_columns() -> None:
+    for columns in (80, 120):
+        out = _at_columns(columns, DLRM)
+        assert out.returncode == 0, out.stderr
+        assert max(map(len, out.stdout.splitlines())) <= columns
+        assert "Why is step 10 slow?" in out.stdout and "GPU per rank" in out.stdout
+
+
+def test_long_op_names_are_cut_in_the_middle_and_whole_in_json() -> None:
+    data = json.loads(run_oracle("analyze", DLRM, "--json").stdout)
+    names = {e["name"] for s in data["steps"] for e in s["top_contributors"]}
+    long = [n for n in names if len(n) > 40]
+    assert long  # DLRM's autograd and DataLoader frames
+    text = _at_columns(80, DLRM).stdout
+    shortened = [line.split("  ")[-1] for line in text.splitlines() if "…" in line and "rank " in line]
+    assert shortened
+    for cut in shortened:
+        head, tail = cut.strip().split("…")
+        assert any(n.startswith(head) and n.endswith(tail) for n in long), cut
+
+
+def _on_a_terminal(*args: str, **env: str) -> bytes:
+    """stdout of ``oracle ARGS`` written to a pseudo-terminal (stderr piped)."""
+    import pty
+
+    main, child = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "bottleneck_oracle", *args], stdout=child,
+                            stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "80", **env})
+    os.close(child)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=120)
+    os.close(main)
+    assert proc.returncode == 0
+    return out
+
+
+def test_no_color_on_a_terminal_gives_no_escape_codes() -> None:
+    styled = _on_a_terminal("analyze", str(GPT))
+    assert b"\x1b[" in styled  # the check can fail: on a terminal the titles are bold
+    plain = _on_a_terminal("analyze", str(GPT), NO_COLOR="1")
+    assert b"\x1b" not in plain and b"Why is step 5 slow?" in plain
