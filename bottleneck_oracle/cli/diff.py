@@ -119,8 +119,22 @@ def _print_text(compared: Compared) -> None:
             for r in rows:
                 t.add_row(str(r[label]), f"{r['base_ms']:.3f}", f"{r['new_ms']:.3f}", f"{r['delta_ms']:+.3f}")
             console.print(t)
-    for line in _other_moves(d.moved):
+    for line in _other_moves(d.moved) + _whatif_line(compared):
         console.print(line, highlight=False)
+
+
+def _whatif_line(compared: Compared) -> list[str]:
+    """The edit that takes the slower run to the faster one, and how close the replay came."""
+    from bottleneck_oracle.workspace.diff_whatif import CLOSE_PCT
+
+    w = compared.whatif
+    if not w:
+        return []
+    slow, fast = (compared.new, compared.base) if w["applied_to"] == "new" else (compared.base, compared.new)
+    return [f"what-if: `{w['edit']}` applied to {w['applied_to'].upper()} ({slow.entry.name}) predicts "
+            f"{w['predicted_ms']:g} ms a step against {w['target_ms']:g} ms measured for {w['predicts'].upper()} "
+            f"({fast.entry.name}): {w['error_pct']:+g}%" + ("" if w["close"] else f" (no candidate came within "
+                                                           f"{CLOSE_PCT:g}%: the difference is not one edit)")]
 
 
 def _other_moves(moved: dict) -> list[str]:
@@ -156,5 +170,5 @@ def markdown(compared: Compared) -> str:
         lines += [f"| {what} | `{_cell(name)}` | {r['base_ms']:.3f} | {r['new_ms']:.3f} | {r['delta_ms']:+.3f} |"
                   for what, name, r in movers]
         lines.append("")
-    lines += [f"- {line}" for line in _other_moves(d.moved)]
+    lines += [f"- {line}" for line in _other_moves(d.moved) + _whatif_line(compared)]
     return "\n".join(lines).rstrip() + "\n"

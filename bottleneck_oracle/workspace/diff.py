@@ -11,14 +11,17 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.dag.diff import RunDiff, diff_runs
 from bottleneck_oracle.errors import ConfigError, NotFoundError
+from bottleneck_oracle.workspace.diff_whatif import whatif_between
 from bottleneck_oracle.workspace.traces import Resolved, atomic_write, open_trace
 
 __all__ = ["BASELINES_NAME", "Compared", "baselines", "diff_traces", "resolve_baseline", "save_baseline"]
+
+_BRIEF = 3  # movers of each kind in the agent's brief
 
 BASELINES_NAME = "baselines.json"
 
@@ -30,9 +33,35 @@ class Compared:
     diff: RunDiff
     base: Resolved
     new: Resolved
+    whatif: dict[str, Any] | None = None  # the edit that takes the slower run to the faster (diff_whatif.py)
 
     def to_json(self) -> dict[str, object]:
-        return {"base_trace": self.base.entry.to_json(), "new_trace": self.new.entry.to_json(), **self.diff.to_json()}
+        return {"base_trace": self.base.entry.to_json(), "new_trace": self.new.entry.to_json(), **self.diff.to_json(),
+                "whatif": self.whatif}
+
+    def cause(self) -> dict[str, Any] | None:
+        """What made the difference: the largest mover of the critical-path attribution, with the
+        finding that appeared or went away with it (the what-if's fix where it has one)."""
+        top = next(iter(self.diff.moved.get("categories", [])), None)
+        if top is None:
+            return None
+        fixed = (self.whatif or {}).get("edit", "")
+        moved = self.diff.moved.get("findings", [])
+        finding = next((f for f in moved if fixed == f"fix {f['category']}"), moved[0] if moved else None)
+        return {"category": top["category"], "delta_ms": top["delta_ms"], "finding": finding}
+
+    def brief(self) -> dict[str, Any]:
+        """The comparison in a few hundred characters of JSON: the verdict, how sure, how comparable,
+        the cause and the top movers (the agent's ``compare_runs`` tool)."""
+        d = self.diff
+        moved = {k: d.moved.get(k, [])[:_BRIEF] for k in ("categories", "ops", "findings", "collectives", "ranks")}
+        return {"base": self.base.entry.name, "new": self.new.entry.name, "verdict": d.verdict,
+                "headline": d.headline(), "delta_ms": d.delta_ms, "delta_pct": d.delta_pct,
+                "interval_pct": list(d.interval_pct), "confidence": d.confidence,
+                "confidence_pct": None if d.confidence is None else round(100 * d.confidence),
+                "base_median_ms": d.base["median_ms"], "new_median_ms": d.new["median_ms"],
+                "comparability": {k: d.comparability[k] for k in ("level", "reasons")}, "cause": self.cause(),
+                "moved": moved, "whatif": self.whatif}
 
 
 def diff_traces(base: str | Path | Sequence[Path], new: str | Path | Sequence[Path], settings: Settings, *,
@@ -44,7 +73,8 @@ def diff_traces(base: str | Path | Sequence[Path], new: str | Path | Sequence[Pa
     """
     a = open_trace(resolve_baseline(base, settings), settings, partial=partial, steps_from=steps_from)
     b = open_trace(resolve_baseline(new, settings), settings, partial=partial, steps_from=steps_from)
-    return Compared(diff_runs(a.analysis, b.analysis), a, b)
+    diff = diff_runs(a.analysis, b.analysis)
+    return Compared(diff, a, b, whatif_between(diff, a.analysis, b.analysis))
 
 
 def baselines(settings: Settings) -> dict[str, str]:
