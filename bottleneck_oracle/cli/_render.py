@@ -107,7 +107,7 @@ def brief(sentence: str, width: int) -> str:
 
 
 def paragraph(console: Console, text: str, indent: int = 2) -> None:
-    """Prints ``text`` as it is (no markup), wrapped to the console, every line indented by ``indent``."""
+    """Prints ``text`` as it is (no markup), wrapped to the console, every line indented by ``indent`` spaces."""
     pad = " " * indent
     lines = textwrap.wrap(text, max(console.width, indent + 20), initial_indent=pad, subsequent_indent=pad,
                           break_on_hyphens=False) or [""]

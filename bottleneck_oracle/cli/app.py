@@ -11,6 +11,7 @@ from bottleneck_oracle.cli.analyze import analyze_command
 from bottleneck_oracle.cli.ask import ask_command, chat_command
 from bottleneck_oracle.cli.db import db_app, ingest_command, traces_command
 from bottleneck_oracle.cli.diff import diff_command
+from bottleneck_oracle.cli.doctor import doctor_command
 from bottleneck_oracle.cli.eval import eval_app
 from bottleneck_oracle.cli.mcp import mcp_command
 from bottleneck_oracle.cli.model import gnn_eval_command, train_command
@@ -48,6 +49,7 @@ app.command("chat")(chat_command)
 app.command("mcp")(mcp_command)
 app.command("serve")(serve_command)
 app.add_typer(eval_app)
+app.command("doctor")(doctor_command)
 
 
 @app.callback()

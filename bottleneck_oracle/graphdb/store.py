@@ -63,7 +63,7 @@ class GraphStore(Protocol):
 
 
 def _open_embedded(settings: Settings, start: bool) -> FalkorStore:
-    info = start_server(settings.home) if start else server_status(settings.home)
+    info = start_server(settings.home, binary=settings.falkordb_server) if start else server_status(settings.home)
     if info is None:
         raise GraphStoreError(f"the graph database of workspace {settings.home} is not running: {START_HINT}")
     return FalkorStore.open(HOST, info.port, password=info.password, graph=settings.graph_name, hint=START_HINT,

@@ -112,6 +112,14 @@ def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
     assert server_status(tmp_path) is None
 
 
+def test_a_missing_server_binary_says_which_and_how_to_fix_it(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "redis-server"
+    with pytest.raises(GraphStoreError) as failed:
+        start_server(tmp_path, binary=str(missing))
+    assert str(missing) in str(failed.value) and "ORACLE_FALKORDB_SERVER" in str(failed.value)
+    assert server_status(tmp_path) is None
+
+
 def test_a_server_that_hangs_while_it_starts_is_killed_and_says_so(tmp_path: Path) -> None:
     info = start_server(tmp_path)
     stop_server(tmp_path)
