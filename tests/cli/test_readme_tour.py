@@ -1,0 +1,60 @@
+"""A newcomer's path: the README's tour run in order on a fresh workspace, each command exiting 0 with the
+output the README shows (timings, ids and ports masked). `oracle serve` runs in the background: the tour
+fetches one endpoint from it and it is stopped at the end, with the workspace's database."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TOUR = runpy.run_path(str(REPO / "tools" / "refresh_readme_tour.py"))
+
+
+@pytest.mark.slow  # about 30 s: ingest, the agent's models, the graph model, a server
+def test_the_readme_tour_runs_as_shown() -> None:
+    readme = (REPO / "README.md").read_text()
+    commands = [c.text for b in TOUR["parse"](readme) for c in b.commands]
+    for verb in ("analyze", "ask", "whatif", "optimize", "serve"):
+        assert any(c.startswith(f"oracle {verb} ") for c in commands), f"the tour lacks `oracle {verb}`"
+    problems = TOUR["check"](readme)
+    assert not problems, "\n\n".join(problems) + f"\n\nupdate the README's tour: run `{TOUR['REFRESH']}`"
+
+
+def test_the_readme_is_short_and_links_every_docs_page() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) < 250
+    for page in sorted((REPO / "docs").glob("*.md")):
+        assert f"(docs/{page.name}" in readme, f"the README does not link docs/{page.name}"
+
+
+def test_shown_output_matches_with_its_wildcards() -> None:
+    matches = TOUR["matches"]
+    assert matches(["a", "...", "d"], ["a", "b", "c", "d"])
+    assert matches(["a", "...", "d"], ["a", "d"])
+    assert not matches(["a", "...", "d"], ["a", "b"])
+    assert matches(["step 5: 32.9 [...]"], ["step 5: 32.947 ms"])
+    assert not matches(["step 5: 33.0 [...]"], ["step 5: 32.947 ms"])
+    assert not matches(["a"], ["a", "b"])
+
+
+def test_timings_ids_and_ports_are_masked_results_are_not() -> None:
+    got = TOUR["normalize"](["trace f825423f3e3ea2a2 in 1.1 s  ", "http://127.0.0.1:41381/", "/tmp/h/x 32.947 ms", ""],
+                            home="/tmp/h")
+    assert got == ["trace <id> in <s> s", "http://127.0.0.1:8765/", "$ORACLE_HOME/x 32.947 ms"]
+
+
+def test_a_refreshed_block_keeps_its_line_ranges_and_cuts_long_lines() -> None:
+    lines = [f"line {i}" for i in range(1, 11)] + ["x" * 30]
+    assert TOUR["trim"](lines, "1-2,5-6,11-", 20) == ["line 1", "line 2", "...", "line 5", "line 6", "...",
+                                                    "x" * 14 + " [...]"]
+    assert TOUR["trim"](lines[:3], "1-2", 100) == ["line 1", "line 2", "..."]
+
+
+def test_parse_reads_commands_options_and_background() -> None:
+    blocks = TOUR["parse"]("x\n```console lines=1-3 width=90\n$ oracle a\nout\n$ oracle b &\n```\n```sh\n$ no\n```\n")
+    assert len(blocks) == 1 and blocks[0].lines == "1-3" and blocks[0].width == 90
+    assert [(c.text, c.shown, c.background) for c in blocks[0].commands] == [("oracle a", ["out"], False),
+                                                                             ("oracle b &", [], True)]
