@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bottleneck_oracle.workspace.timeline import DEFAULT_MAX_EVENTS
 
 __all__ = [
-    "AskIn", "ErrorOut", "ExplainOut", "FindingsOut", "HealthOut", "OptimizeIn", "OptimizeOut", "StepsOut",
+    "AskIn", "DiffOut", "ErrorOut", "ExplainOut", "FindingsOut", "HealthOut", "OptimizeIn", "OptimizeOut", "StepsOut",
     "TimelineOut", "TraceOneOut", "TracesOut", "WhatIfIn", "WhatIfOut", "MAX_EVENTS_LIMIT",
 ]
 
@@ -176,6 +176,25 @@ class OptimizeOut(_Open):
     baseline_ms: float
     candidates: list[dict[str, Any]]
     plan: list[dict[str, Any]]
+
+
+class DiffOut(_Open):
+    """NEW against BASE, as ``oracle diff --format json`` prints it."""
+
+    verdict: Literal["faster", "slower", "unchanged"]
+    headline: str
+    delta_ms: float = Field(description="NEW - BASE, median steady step")
+    delta_pct: float
+    interval_pct: list[float] = Field(description="95% bootstrap interval of delta_pct")
+    confidence: float | None = Field(description="probability of the verdict; None: no step spread to judge by")
+    base: dict[str, Any] = Field(description="BASE's steps: steady, warmup, outliers, partial, median_ms, steady_ms")
+    new: dict[str, Any]
+    comparability: dict[str, Any] = Field(description="level (high, medium, low) and its reasons")
+    moved: dict[str, list[dict[str, Any]]] = Field(description="categories, gpu, op_classes, ops, collectives, "
+                                                               "findings, critical_path, ranks; largest first")
+    whatif: dict[str, Any] | None = Field(description="the edit that takes the slower run to the faster one")
+    base_trace: dict[str, Any]
+    new_trace: dict[str, Any]
 
 
 class AskIn(BaseModel):

@@ -36,6 +36,7 @@ from bottleneck_oracle.graphdb import GraphStore, TraceSummary, list_traces, ope
 from bottleneck_oracle.server import _models as m
 from bottleneck_oracle.server._events import ask_events
 from bottleneck_oracle.server._upload import check_name, receive_upload
+from bottleneck_oracle.workspace.diff import diff_traces
 from bottleneck_oracle.workspace.findings import trace_findings
 from bottleneck_oracle.workspace.ingest import ingest
 from bottleneck_oracle.workspace.loaded import LoadedTrace, loaded_trace
@@ -249,6 +250,12 @@ def _api(settings: Settings, token: str | None, limit_bytes: int) -> APIRouter:
     @api.post("/traces/{ref}/optimize", responses={200: {"model": m.OptimizeOut}, **_errors(404)})
     def optimize(ref: str, body: m.OptimizeIn) -> Response:
         return _json(optimize_trace(entry(ref).trace_id, settings, step=body.step, budget=body.budget).to_json())
+
+    @api.get("/diff", responses={200: {"model": m.DiffOut}, **_errors(404)})
+    def diff(base: Annotated[str, Query(description="BASE: id, id prefix or name")],
+             new: Annotated[str, Query(description="NEW: id, id prefix or name")]) -> Response:
+        # the comparison of `oracle diff --format json`, by the same service function
+        return _json(diff_traces(entry(base).trace_id, entry(new).trace_id, settings).to_json())
 
     @api.post("/ask", response_class=StreamingResponse, responses={
         200: {"description": "server-sent events: tool, tool_done, then answer or error",

@@ -18,10 +18,11 @@ import uvicorn
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.graphdb import stop_server
 from bottleneck_oracle.server import create_app
-from tests.conftest import REPO, WILD
+from tests.conftest import DATA, REPO, WILD
 
 GPT = REPO / "examples" / "gpt_2rank"  # real 2-rank gloo capture: rank 1 pauses 150 ms in step 5
 QWEN = WILD / "tracelens" / "h100" / "qwen1.5_0.5b_chat" / "trace.json.gz"  # one H100 step, GPU-bound
+PAIR = DATA / "diff_pair"
 UPLOAD_LIMIT_MB = 8
 
 
@@ -84,3 +85,15 @@ def uploaded_gpu(server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[
     response = upload(server, folder, name="qwen")
     assert response.status_code == 201, response.text
     return response.json()["trace"]
+
+
+@pytest.fixture(scope="session")
+def uploaded_pair(server: str) -> dict[str, dict[str, Any]]:
+    """The captured diff pair (``tests/data/diff_pair``: the GPT job without and with a 150 ms data-loading
+    stall in every step) uploaded as ``pair_base`` and ``pair_stall``: their 201 responses' traces."""
+    out = {}
+    for name in ("base", "stall"):
+        response = upload(server, PAIR / name, name=f"pair_{name}")
+        assert response.status_code == 201, response.text
+        out[name] = response.json()["trace"]
+    return out
