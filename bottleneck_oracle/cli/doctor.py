@@ -26,9 +26,12 @@ _WIDE = 18  # the longest check name, "extra integrations"
 def doctor_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
 ) -> None:
-    """Check what the project needs (Python, extras, FalkorDB, the sentence model, torch, chromium,
-    node, Neo4j at NEO4J_URI when set, free disk) and say how to get what is missing; exit 2 when a
-    required check fails."""
+    """Check this machine for what the project needs, and say how to get what is missing.
+
+    Python, each extra, the embedded FalkorDB (started in a scratch folder, asked, stopped), the
+    sentence model, torch, chromium and node (for the tests), Neo4j at NEO4J_URI when set, and free
+    disk in the workspace. Exit 2 when a required check fails.
+    """
     from bottleneck_oracle.workspace.doctor import run_checks
 
     console = None if as_json else stdout()
