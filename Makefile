@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: setup demo test test-live bench clean
+.PHONY: setup demo test test-live bench docs clean
 
 setup: $(VENV)/.installed tools/cypher-lint/node_modules/.installed /usr/bin/chromium
 
@@ -44,6 +44,11 @@ test: setup
 # under .oracle/failed-captures/ (README: "Live timing tests").
 test-live: setup
 	$(VENV)/bin/pytest -q -m live
+
+# The pages generated from the code (docs/testing.md): every command's help, and the README tour's output.
+docs: setup
+	$(PY) tools/gen_commands_doc.py --write
+	$(PY) tools/refresh_readme_tour.py
 
 bench: setup
 	$(PY) benchmarks/bench_analyze.py

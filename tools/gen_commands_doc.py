@@ -1,7 +1,7 @@
 """docs/commands.md from the ``oracle`` CLI's own help: every command and subcommand, rendered stably.
 
-Run ``.venv/bin/python tools/gen_commands_doc.py > docs/commands.md`` after adding a command or an
-option; ``--check`` exits 1 when the committed page and the CLI disagree (``tests/cli/test_commands_doc.py``).
+Run ``.venv/bin/python tools/gen_commands_doc.py > docs/commands.md`` (or ``--write``, as ``make docs``
+does) after adding a command or an option; ``--check`` exits 1 when the committed page and the CLI disagree (``tests/cli/test_commands_doc.py``).
 
 The help is the plain (click) formatting at a fixed width, with Typer's rich panels turned off (they
 depend on the terminal and on colour), walked over the command tree in the order the app registers
@@ -21,7 +21,7 @@ from bottleneck_oracle.cli.app import app
 
 WIDTH = 100
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "commands.md"
-REGENERATE = ".venv/bin/python tools/gen_commands_doc.py > docs/commands.md"
+REGENERATE = ".venv/bin/python tools/gen_commands_doc.py --write"
 
 
 def context(cmd: Any, name: str, parent: Any = None) -> Any:
@@ -78,6 +78,9 @@ def render() -> str:
 
 def main(argv: list[str]) -> int:
     page = render()
+    if "--write" in argv:  # (a redirect would leave an empty page behind a failing run)
+        PAGE.write_text(page)
+        return 0
     if "--check" in argv:
         if PAGE.read_text() != page:
             print(f"docs/commands.md is out of date with the CLI: run `{REGENERATE}`", file=sys.stderr)
