@@ -4,6 +4,7 @@ fetches one endpoint from it and it is stopped at the end, with the workspace's 
 
 from __future__ import annotations
 
+import os
 import runpy
 from pathlib import Path
 
@@ -58,3 +59,33 @@ def test_parse_reads_commands_options_and_background() -> None:
     assert len(blocks) == 1 and blocks[0].lines == "1-3" and blocks[0].width == 90
     assert [(c.text, c.shown, c.background) for c in blocks[0].commands] == [("oracle a", ["out"], False),
                                                                              ("oracle b &", [], True)]
+
+
+def _readme_row(fragment: str) -> None:
+    assert fragment in (REPO / "README.md").read_text(), f"the README's three first errors lack {fragment!r}"
+
+
+def test_the_three_first_errors_are_what_the_tool_says(tmp_path: Path, real_traces: Path) -> None:
+    """The README's table quotes the tool: a folder missing ranks, a cut gzip, a trace without ProfilerStep."""
+    from tests.conftest import run_oracle
+
+    some = tmp_path / "some_ranks"
+    some.mkdir()
+    for f in sorted((real_traces / "param" / "dlrm_8rank_kineto").glob("*.json.gz"))[:2]:
+        (some / f.name).write_bytes(f.read_bytes())
+    p = run_oracle("analyze", some)
+    assert p.returncode == 2 and "are missing (pass --partial to analyze the ranks given)" in p.stderr
+    _readme_row("are missing (pass --partial to analyze the ranks given)")
+
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    for f in sorted((REPO / "examples" / "gpt_2rank").glob("rank*.json.gz")):
+        data = f.read_bytes()
+        (cut / f.name).write_bytes(data[: len(data) // 2] if f.name.startswith("rank1") else data)
+    p = run_oracle("analyze", cut)
+    assert p.returncode == 2 and "rank1.pt.trace.json.gz: truncated or corrupt gzip" in p.stderr
+    _readme_row("rank1.pt.trace.json.gz: truncated or corrupt gzip")
+
+    p = run_oracle("analyze", real_traces / "hta" / "cp_alexnet", env={**os.environ, "COLUMNS": "200"})
+    assert p.returncode == 0 and "no steps (no ProfilerStep annotation): the whole trace is one step" in p.stdout
+    _readme_row("no steps (no ProfilerStep annotation): the whole trace is one step")
