@@ -20,6 +20,7 @@ from bottleneck_oracle.agent.graph import RECURSION_LIMIT, build_agent
 from bottleneck_oracle.agent.llms import DEFAULT_LLM, chat_model
 from bottleneck_oracle.agent.offline import turn, turn_results
 from bottleneck_oracle.agent.planner import Result
+from bottleneck_oracle.agent.reply import Reply, parse_reply
 from bottleneck_oracle.agent.tools import ToolContext, args_key, make_tools
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.errors import ModelError, one_line
@@ -40,7 +41,6 @@ class Answer:
     reason: str | None
     step: int | None
     cause: dict[str, Any] | None
-    evidence: list[str]
     suggestions: list[dict[str, Any]]
     tool_calls: list[dict[str, Any]]
     llm: str
@@ -48,6 +48,14 @@ class Answer:
     ungrounded_numbers: list[str]
     intent: str | None = None
     seconds: float = 0.0
+    # the answer contract (agent/reply.py): the verdict, evidence lines {text, tool}, what to do, how
+    # sure, the command that checks it, and what the short answer leaves out
+    verdict: str = ""
+    evidence: list[dict[str, str]] = field(default_factory=list)
+    action: str | None = None
+    confidence: str | None = None
+    check: str | None = None
+    details: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -55,21 +63,32 @@ class Answer:
         out.pop("extra")
         return out
 
+    def reply(self) -> Reply:
+        return Reply.from_json(self.to_json())
+
+    def render(self, verbose: bool = False) -> str:
+        """The answer as printed: the contract's short form, or everything with ``verbose``."""
+        return self.reply().render(verbose) if self.verdict else self.answer
+
+
+def _reply_of(message: Any) -> Reply:
+    """The contract's fields of the final message: the offline planner's own, or a model's text read back."""
+    if not isinstance(message, AIMessage):
+        return Reply("")
+    doc = message.response_metadata.get("reply")
+    return Reply.from_json(doc) if isinstance(doc, dict) else parse_reply(str(message.content))
+
 
 def _structured(results: list[Result]) -> dict[str, Any]:
-    """Step, cause, evidence and suggestions, read from this turn's tool results."""
+    """Step, cause and suggestions, read from this turn's tool results."""
     ok = {r.name: r.data for r in results if r.ok}
     explained = ok.get("explain_step")
     step = next((d.get(k) for d in ok.values() for k in ("step", "step_b") if isinstance(d.get(k), int)), None)
     cause = None
-    evidence: list[str] = []
     if explained is not None:
         c = explained.get("cause")
         cause = ({"category": c["category"], "ranks": c["ranks"], "ops": c["ops"], "impact_ms": c["impact_ms"]}
                  if c else {"category": "none", "ranks": [], "ops": [], "impact_ms": None})
-        evidence += [f["evidence"] for f in explained.get("findings", []) if f["step"] == explained["step"]]
-    if "stragglers" in ok:
-        evidence += [f["evidence"] for f in ok["stragglers"].get("findings", [])]
     category = (cause or {}).get("category")
     remedy = next((e["title"] for e in remedies_first(ok.get("playbook_search"), category)), None)
     suggestions = []
@@ -89,7 +108,7 @@ def _structured(results: list[Result]) -> dict[str, Any]:
             suggestions.append({"remedy": c["remedies"][0] if c["remedies"] else c["category"], "edit": c["edit"],
                                 "predicted_ms": c["predicted_ms"], "gain_ms": c["gain_ms"],
                                 "predictor": c["predictor"]})
-    return {"step": step, "cause": cause, "evidence": evidence, "suggestions": suggestions}
+    return {"step": step, "cause": cause, "suggestions": suggestions}
 
 
 class Conversation:
@@ -183,8 +202,11 @@ class Conversation:
         if not answered:
             errors = [r.data["error"] for r in results if not r.ok]
             reason = errors[0] if errors else (text or "the model gave no answer")
+        reply = _reply_of(final)
         return Answer(
-            question=question, answer=text, answered=answered, reason=reason, **_structured(results),
+            question=question, answer=text, verdict=reply.verdict,
+            evidence=reply.to_json()["evidence"], action=reply.action, confidence=reply.confidence,
+            check=reply.check, details=reply.details, answered=answered, reason=reason, **_structured(results),
             tool_calls=[{"name": c["name"], "args": c["args"], "ms": c.get("ms"), "ok": c.get("ok", False)}
                         for c in calls.values()],
             llm=self.llm, grounded=bool(state.get("grounded", False)),

@@ -16,7 +16,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
-from bottleneck_oracle.agent.answers import missing_tools, write_answer
+from bottleneck_oracle.agent.answers import missing_tools, write_reply
 from bottleneck_oracle.agent.intents import classify, read_slots
 from bottleneck_oracle.agent.planner import Result, next_calls
 
@@ -77,7 +77,9 @@ class OfflinePlanner(BaseChatModel):
             message = AIMessage(content="", tool_calls=[
                 {"name": c.name, "args": c.args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
                 for c in calls])
-        else:
-            message = AIMessage(content=write_answer(intent, slots, results))
+        else:  # the short answer is the message; the contract's fields travel with it
+            reply = write_reply(intent, slots, results)
+            message = AIMessage(content=reply.render())
+            message.response_metadata["reply"] = reply.to_json() | {"details": reply.details}
         message.response_metadata["intent"] = intent
         return ChatResult(generations=[ChatGeneration(message=message)])

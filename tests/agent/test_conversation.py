@@ -11,7 +11,7 @@ from bottleneck_oracle.workspace.steps import explain_step
 from tests.agent.conftest import BERT, QWEN
 
 ASK_KEYS = {"answer", "answered", "step", "cause", "evidence", "suggestions", "tool_calls", "llm", "grounded",
-            "ungrounded_numbers"}
+            "ungrounded_numbers", "verdict", "action", "confidence", "check", "details"}
 
 
 def test_why_is_step_5_slow_names_rank_ops_ms_median_and_the_fix(conversation: Conversation) -> None:
@@ -20,11 +20,19 @@ def test_why_is_step_5_slow_names_rank_ops_ms_median_and_the_fix(conversation: C
     assert ASK_KEYS <= set(out) and out["answered"] and out["grounded"] and out["ungrounded_numbers"] == []
     assert out["step"] == 5 and out["cause"]["category"] == "host_pause" and out["cause"]["ranks"] == [1]
     assert out["cause"]["ops"] and out["cause"]["ops"][0] in a.answer
-    for fact in ("179.484 ms", "rank 1", "median step of 32.948 ms", "host_pause", "offline planner"):
+    for fact in ("179.484 ms", "rank 1", "median step of 32.948 ms", "host_pause"):
         assert fact in a.answer
     s = out["suggestions"][0]
     assert s["edit"] == "fix host_pause" and s["gain_ms"] > 100 and s["predictor"]
     assert f"{s['predicted_ms']} ms" in a.answer
+    # the contract: the verdict with its number first, evidence from named tools, Do and Check
+    assert a.answer.splitlines()[0] == out["verdict"] and out["verdict"].startswith("Step 5 is slow because of")
+    assert "179.484 ms" in out["verdict"] and 1 <= len(out["evidence"]) <= 5
+    assert {e["tool"] for e in out["evidence"]} <= {"explain_step", "playbook_search"}
+    assert f"{s['gain_ms']} ms saved" in out["action"] and out["confidence"].startswith(("high", "medium"))
+    assert out["check"].startswith("oracle whatif gpt_2rank --edit 'fix host_pause' --step 5")
+    assert a.answer.splitlines()[-1] == f"Check: {out['check']}" and len(a.answer.splitlines()) <= 8
+    assert any("offline planner" in d for d in out["details"]) and "offline planner" in a.render(verbose=True)
     assert [c["name"] for c in out["tool_calls"]] == ["explain_step", "whatif", "playbook_search"]
     assert all(c["ok"] and c["ms"] is not None for c in out["tool_calls"])
 

@@ -18,7 +18,10 @@ def test_it_asks_for_tools_then_answers_from_their_results() -> None:
     result = ToolMessage(json.dumps({"error": "step 5: trace t has no such complete step; its steps are 1, 2"}),
                          tool_call_id=first.tool_calls[0]["id"])
     answer = model.invoke([HumanMessage("what is on the critical path of step 5?"), first, result])
-    assert not answer.tool_calls and "its steps are 1, 2" in answer.content and "offline planner" in answer.content
+    assert not answer.tool_calls and answer.content.startswith("I cannot answer this: step 5")
+    reply = answer.response_metadata["reply"]  # the contract's fields travel with the short answer
+    assert reply["verdict"] == answer.content and "its steps are 1, 2" in reply["verdict"]
+    assert any("offline planner: intent 'critical_path'" in d for d in reply["details"])
 
 
 def test_the_turn_starts_at_the_last_question_not_at_the_grounding_check() -> None:
