@@ -63,7 +63,8 @@ def table(title: str, columns: tuple[str, ...], right: tuple[str, ...] = (), *, 
     from rich import box
     from rich.table import Table
 
-    options = {"box": box.SIMPLE_HEAD, "show_edge": False, "pad_edge": False, "title_style": "bold", **options}
+    options = {"box": box.SIMPLE_HEAD, "show_edge": False, "pad_edge": False, "collapse_padding": True,
+               "title_style": "bold", "min_width": len(title), **options}  # a title as wide as the terminal allows, on one line
     out = Table(title=title, title_justify="left", **options)
     for col in columns:
         free = col in wide
@@ -106,11 +107,11 @@ def brief(sentence: str, width: int) -> str:
     return (cut.rsplit(" ", 1)[0] if " " in cut[width // 2:] else cut) + ELLIPSIS  # at a word when one is near
 
 
-def paragraph(console: Console, text: str, indent: int = 2) -> None:
-    """Prints ``text`` as it is (no markup), wrapped to the console, every line indented by ``indent`` spaces."""
-    pad = " " * indent
-    lines = textwrap.wrap(text, max(console.width, indent + 20), initial_indent=pad, subsequent_indent=pad,
-                          break_on_hyphens=False) or [""]
+def paragraph(console: Console, text: str, indent: int = 2, hang: int = 0) -> None:
+    """Prints ``text`` as it is (no markup), wrapped to the console, its first line indented by
+    ``indent`` spaces and the others by ``indent + hang``."""
+    lines = textwrap.wrap(text, max(console.width, indent + hang + 20), initial_indent=" " * indent,
+                          subsequent_indent=" " * (indent + hang), break_on_hyphens=False) or [""]
     console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
 
 

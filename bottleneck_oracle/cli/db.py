@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from bottleneck_oracle.cli._render import bar, print_json, stderr, stdout, table
+from bottleneck_oracle.cli._render import bar, paragraph, print_json, spinner, stderr, stdout, table
 from bottleneck_oracle.config import EMBEDDED_GRAPH_URL, Settings
 from bottleneck_oracle.errors import ConfigError
 
@@ -34,7 +34,7 @@ def db_start_command() -> None:
 
     settings = Settings.from_env()
     _embedded_only(settings)
-    with stderr().status("starting FalkorDB..."):
+    with spinner(stderr(), "starting FalkorDB..."):
         info = start_server(settings.home, binary=settings.falkordb_server)
     state = "started" if info.is_new else "already running"
     stdout().print(f"FalkorDB {state} at 127.0.0.1:{info.port} (pid {info.pid}); data in {info.files.data}")
@@ -47,7 +47,7 @@ def db_stop_command() -> None:
 
     settings = Settings.from_env()
     _embedded_only(settings)
-    with stderr().status("saving and stopping FalkorDB..."):
+    with spinner(stderr(), "saving and stopping FalkorDB..."):
         stopped = stop_server(settings.home)
     stdout().print("FalkorDB stopped; snapshot saved" if stopped else "FalkorDB was not running")
 
@@ -74,7 +74,9 @@ def db_status_command(
     if settings.graph_url == EMBEDDED_GRAPH_URL and info is None:
         stdout().print("FalkorDB is not running (start it with `oracle db start`)")
         return
-    stdout().print("  ".join(f"{k}: {v}" for k, v in data.items()))
+    console = stdout()
+    for key, value in data.items():  # a field a line: a long data path never wraps into the next
+        console.print(f"{key + ':':<15} {value}", markup=False, highlight=False, soft_wrap=True)
 
 
 def ingest_command(
@@ -109,8 +111,8 @@ def ingest_command(
         return
     what = {"loaded": "loaded", "resumed": f"finished an interrupted load (from batch {report.resumed_after + 1})",
             "unchanged": "already loaded, nothing to do"}[report.outcome]
-    stdout().print(f"{done.name}: {what}: trace {report.trace_id} ({report.detail.value}), "
-                    f"{report.nodes:,} nodes and {report.relationships:,} relationships in {report.seconds:.1f} s")
+    paragraph(stdout(), f"{done.name}: {what}: trace {report.trace_id} ({report.detail.value}), {report.nodes:,} "
+              f"nodes and {report.relationships:,} relationships in {report.seconds:.1f} s", 0, hang=2)
 
 
 def _detail(text: str, kind: type[Detail]) -> Detail:
@@ -125,6 +127,8 @@ def traces_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
 ) -> None:
     """List the traces loaded in the graph database."""
+    from rich.markup import escape  # a trace's name is data
+
     from bottleneck_oracle.graphdb import list_traces, open_store
 
     with open_store(Settings.from_env()) as store:
@@ -137,11 +141,12 @@ def traces_command(
     if not traces:
         stdout().print("No trace loaded (load one with `oracle ingest PATH`).")
         return
-    counts = ("ranks", "steps", "ops", "relationships")
-    rows = table("Traces in the graph database", ("trace", "name", "status", "detail", *counts, "loaded"), right=counts)
+    counts = ("ranks", "steps", "ops", "rels")
+    rows = table("Traces in the graph database (rels: relationships)", ("trace", "name", *counts, "loaded", "detail"),
+                 right=counts, wide=("name", "detail"))
     for t in traces:
-        loaded = time.strftime("%Y-%m-%d %H:%M", time.localtime(t.loaded_at)) if t.loaded_at else "-"
-        status = t.status if t.status == "complete" else f"[bold yellow]{t.status}[/] (ingest again to finish)"
-        rows.add_row(t.trace_id, t.name, status, t.detail.value, str(t.ranks), str(t.steps), f"{t.ops:,}",
-                      f"{t.relationships:,}", loaded)
+        loaded = time.strftime("%m-%d %H:%M", time.localtime(t.loaded_at)) if t.loaded_at else "-"
+        state = t.detail.value + ("" if t.status == "complete" else f", [bold yellow]{t.status}[/]: ingest again")
+        rows.add_row(t.trace_id, escape(t.name), str(t.ranks), str(t.steps), f"{t.ops:,}", f"{t.relationships:,}",
+                     loaded, state)
     stdout().print(rows)

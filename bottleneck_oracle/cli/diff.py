@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from bottleneck_oracle.cli._render import print_json, stderr, stdout, table
+from bottleneck_oracle.cli._render import middle, paragraph, print_json, spinner, stderr, stdout, table
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.errors import ConfigError
 
@@ -63,8 +63,7 @@ def diff_command(
         runs = [f"baseline:{against}", *runs]
     if len(runs) != 2:
         raise ConfigError(f"oracle diff takes BASE and NEW (or NEW with --against NAME), got {len(runs)} trace(s)")
-    status = stderr().status if output == Format.TEXT else (lambda _: nullcontext())
-    with status("comparing..."):
+    with spinner(stderr(), "comparing...") if output == Format.TEXT else nullcontext():
         compared = diff_traces(_ref(runs[0]), _ref(runs[1]), settings, partial=partial, steps_from=steps_from)
     if output == Format.JSON:
         print_json(compared.to_json())
@@ -106,21 +105,23 @@ def _print_text(compared: Compared) -> None:
     d, console = compared.diff, stdout()
     base, new = _names(compared)
     console.print(f"[bold]{d.headline()}[/]", highlight=False)
-    console.print(f"  BASE {base} → NEW {new}", highlight=False)
+    paragraph(console, f"BASE {base} → NEW {new}", 2, hang=2)
     c = d.comparability
-    console.print(f"comparability: {c['level']}" + (f" ({'; '.join(c['reasons'])})" if c["reasons"] else ""),
-                  highlight=False)
-    console.print(_steps_line("BASE", d.base), highlight=False)
-    console.print(_steps_line("NEW", d.new), highlight=False)
+    paragraph(console, f"comparability: {c['level']}" + (f" ({'; '.join(c['reasons'])})" if c["reasons"] else ""),
+              0, hang=2)
+    paragraph(console, _steps_line("BASE", d.base), 0, hang=2)
+    paragraph(console, _steps_line("NEW", d.new), 0, hang=2)
+    name_width = max(console.width - 34, 16)  # three numbers of up to 8 characters and the gaps beside
     for key, label, title in _SECTIONS:
         rows = d.moved.get(key, [])[:_ROWS]
         if rows:
             t = table(title, (label, "base", "new", "change"), right=("base", "new", "change"))
             for r in rows:
-                t.add_row(str(r[label]), f"{r['base_ms']:.3f}", f"{r['new_ms']:.3f}", f"{r['delta_ms']:+.3f}")
+                t.add_row(middle(str(r[label]), name_width), f"{r['base_ms']:.3f}", f"{r['new_ms']:.3f}",
+                          f"{r['delta_ms']:+.3f}")
             console.print(t)
     for line in _other_moves(d.moved) + _whatif_line(compared):
-        console.print(line, highlight=False)
+        paragraph(console, line, 0, hang=2)
 
 
 def _whatif_line(compared: Compared) -> list[str]:
@@ -150,8 +151,7 @@ def _other_moves(moved: dict) -> list[str]:
 
 def _cell(name: str) -> str:
     """A trace's op name inside a table cell's code span: data, never markup."""
-    short = name if len(name) <= 60 else name[:40] + "…" + name[-19:]
-    return short.replace("`", "'").replace("|", "\\|").replace("\n", " ")
+    return middle(name, 60).replace("`", "'").replace("|", "\\|").replace("\n", " ")
 
 
 def markdown(compared: Compared) -> str:

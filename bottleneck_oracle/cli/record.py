@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from bottleneck_oracle.cli._render import stderr, stdout
+from bottleneck_oracle.cli._render import bar, spinner, stderr, stdout
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.truth.edits import parse_edit
@@ -52,7 +52,7 @@ def capture_command(
     edits = [parse_edit(text) for text in whatif or ()]
     for edit in edits:
         apply_capture_edit(config, edit)  # refuse a bad edit before training anything
-    with stderr().status(f"training {ranks} rank(s) for {steps} steps under the profiler"
+    with spinner(stderr(), f"training {ranks} rank(s) for {steps} steps under the profiler"
                          + (f", then {len(edits)} re-capture(s)..." if edits else "...")):
         results = capture_whatif(out_dir, config, edits) if edits else []
         manifest = results[0].baseline if results else capture(out_dir, config)
@@ -92,7 +92,7 @@ def synth_command(
                          microbatches=microbatches, steps=steps, seed=seed,
                          injections=tuple(parse_injection(t) for t in inject or ()))
     edits = [parse_edit(text) for text in whatif or ()]
-    with stderr().status(f"simulating {config.ranks} rank(s) for {steps} steps..."):
+    with spinner(stderr(), f"simulating {config.ranks} rank(s) for {steps} steps..."):
         manifest, results = synthesize_with_whatifs(out_dir, config, edits, workers=Settings.from_env().workers)
     console = stdout()
     console.print(f"wrote {len(manifest.traces)} trace(s), {manifest.events:,} events, and manifest.json to {out_dir}")
@@ -125,12 +125,10 @@ def dataset_build_command(
     seed: Annotated[int, typer.Option(help="Decides the plan, the family split and every trace's noise.")] = 0,
 ) -> None:
     """Build (or resume) a corpus split by configuration family, with an out-of-distribution split."""
-    from rich.progress import Progress
-
     from bottleneck_oracle.synth.dataset import SPLITS, build_dataset
 
-    with Progress(console=stderr()) as progress:
-        task = progress.add_task("generating traces", total=n)
+    with bar(stderr(), "generating traces") as progress:
+        task = progress.add_task("", total=n)
         index = build_dataset(out_dir, n, seed, workers=Settings.from_env().workers,
                               progress=lambda done, total, sid: progress.update(task, completed=done))
     counts = {split: sum(1 for e in index if e["split"] == split) for split in SPLITS}

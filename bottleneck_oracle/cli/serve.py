@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from bottleneck_oracle.cli._render import stderr
+from bottleneck_oracle.cli._render import spinner, stderr
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.errors import ConfigError
 
@@ -67,7 +67,7 @@ def serve_command(
     from bottleneck_oracle.server import create_app
 
     settings = Settings.from_env()
-    with stderr().status("starting the graph database..."), open_store(settings, start=True):
+    with spinner(stderr(), "starting the graph database..."), open_store(settings, start=True):
         pass  # a database that cannot start fails here, in one line, before the server listens
     app = create_app(settings, token=token, max_upload_mb=max_upload_mb)
     shown = f"[{host}]" if ":" in host else host

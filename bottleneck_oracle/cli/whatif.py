@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from bottleneck_oracle.cli._render import bar, print_json, stderr, stdout, table
+from bottleneck_oracle.cli._render import bar, middle, paragraph, print_json, spinner, stderr, stdout, table
 from bottleneck_oracle.config import Settings
 
 if TYPE_CHECKING:
@@ -34,8 +34,7 @@ def whatif_command(
     """Predict a step's time under edits, with each predictor, the one to trust, and the new critical path."""
     from bottleneck_oracle.workspace.whatif import whatif_trace
 
-    status = (lambda _: nullcontext()) if as_json else stderr().status
-    with status("predicting..."):
+    with nullcontext() if as_json else spinner(stderr(), "predicting..."):
         result = whatif_trace(_ref(trace), edit, Settings.from_env(), step=step, model=model, partial=partial)
     if as_json:
         print_json(result.to_json())
@@ -79,33 +78,33 @@ def _ref(trace: list[str]) -> str | list[Path]:
 
 
 def _print_whatif(r: WhatIfPrediction) -> None:
+    from rich.markup import escape  # an edit's selector is a regex: its [...] is no markup
+
     console = stdout()
     edits = "; ".join(str(e) for e in r.edits)
     change = f"{r.gain_ms:.3f} ms saved" if r.gain_ms >= 0 else f"{-r.gain_ms:.3f} ms slower"
-    console.print(f"[bold]step {r.step}[/] with {edits}: {r.best_ms:.3f} ms predicted ({r.chosen}) against "
+    console.print(f"[bold]step {r.step}[/] with {escape(edits)}: {r.best_ms:.3f} ms predicted ({r.chosen}) against "
                   f"{r.baseline_ms:.3f} ms recorded, {change}", highlight=False)
     shown = ", ".join(f"{name} {ms:.3f} ms" for name, ms in r.predicted_ms.items())
-    console.print(f"  predictors: {shown}", highlight=False)
-    console.print(f"  why {r.chosen}: {r.why}", highlight=False)
-    for note in r.assumptions:
-        console.print(f"  assumes: {note}", highlight=False)
+    lines = [f"predictors: {shown}", f"why {r.chosen}: {r.why}", *(f"assumes: {note}" for note in r.assumptions)]
     moved = r.moved()
     if moved.get("breakdown_delta_ms"):
         changes = ", ".join(f"{c} {d:+.3f} ms" for c, d in moved["breakdown_delta_ms"].items())  # type: ignore[union-attr]
-        console.print(f"  critical path of rank {r.after.rank if r.after else '?'}: {changes}", highlight=False)
+        lines.append(f"critical path of rank {r.after.rank if r.after else '?'}: {changes}")
     for key, label in (("entered", "entered the path"), ("left", "left the path")):
         ops = moved.get(key) or []
         if ops:
-            console.print(f"  {label}: " + ", ".join(f"{o['op']} ({o['ms']:.3f} ms)" for o in ops[:5]),  # type: ignore[index]
-                          highlight=False)
+            lines.append(f"{label}: " + ", ".join(f"{middle(o['op'], 48)} ({o['ms']:.3f} ms)"  # type: ignore[index]
+                                                  for o in ops[:5]))  # type: ignore[index]
+    for line in lines:
+        paragraph(console, line, 2, hang=2)
 
 
 def _print_plan(plan: Plan) -> None:
     console = stdout()
     console.print(f"[bold]step {plan.step}[/]: {plan.baseline_ms:.3f} ms recorded", highlight=False)
     t = table("candidates, best first", ("edit", "addresses", "predicted ms", "saves ms", "predictor"),
-              right=("predicted ms", "saves ms"))
-    t.columns[0].no_wrap = True
+              right=("predicted ms", "saves ms"), wide=("edit", "addresses", "predictor"))
     for c in plan.candidates:
         p = c.prediction
         t.add_row(str(c.edit), c.category + (f" (+{', '.join(c.also)})" if c.also else ""),
@@ -117,13 +116,13 @@ def _print_plan(plan: Plan) -> None:
     data = plan.to_json()["plan"]
     console.print("[bold]plan[/]")
     for i, (entry, chosen) in enumerate(zip(data, plan.plan), 1):  # type: ignore[arg-type]
-        line = f"  {i}. {entry['edit']}: {entry['predicted_ms']:.3f} ms ({entry['gain_ms']:.3f} ms saved)"
+        line = f"{i}. {entry['edit']}: {entry['predicted_ms']:.3f} ms ({entry['gain_ms']:.3f} ms saved)"
         if "measured_ms" in entry:
             measured = entry["measured_ms"]
             line += (f", measured {measured:.3f} ms ({entry['error_pct']:+.2f}% off)" if measured is not None
                      else ", not re-run")
-        console.print(line, highlight=False)
+        paragraph(console, line, 2, hang=3)
         for title in chosen.remedies[:3]:  # how to make the change, from the playbook
-            console.print(f"     - {title}", highlight=False)
+            paragraph(console, f"- {title}", 5, hang=2)
     if plan.verify_note:
-        console.print(f"  not verified: {plan.verify_note}", highlight=False)
+        paragraph(console, f"not verified: {plan.verify_note}", 2, hang=2)

@@ -37,6 +37,10 @@ def test_db_start_ingest_traces_stop(tmp_path: Path) -> None:
             [(report["trace_id"], "gpt_2rank", "complete")]
         status = json.loads(_oracle(tmp_path, "db", "status", "--json").stdout)
         assert status["running"] and status["traces"] == 1
+        table = run_oracle("traces", env={**os.environ, "ORACLE_HOME": str(tmp_path), "ORACLE_GRAPH_URL": "embedded",
+                                          "COLUMNS": "80"}).stdout  # whole ids and counts at 80 columns
+        assert report["trace_id"] in table and f"{listed[0]['ops']:,}" in table
+        assert max(map(len, table.splitlines())) <= 80
     finally:
         stopped = _oracle(tmp_path, "db", "stop")
     assert stopped.returncode == 0 and "stopped" in stopped.stdout

@@ -85,3 +85,19 @@ def test_bad_input_is_one_line_and_exit_2(runs: dict[str, Path], args: tuple[str
     out = _diff(runs, *((runs["base"],) if args[0] == "--against" else ()), *args)
     assert out.returncode == 2
     assert says in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_the_text_report_fits_80_columns_with_names_cut_in_the_middle(runs: dict[str, Path]) -> None:
+    env = {**os.environ, "ORACLE_HOME": str(runs["home"]), "COLUMNS": "80"}
+    text = run_oracle("diff", runs["base"], runs["stalled"], env=env).stdout
+    lines = text.splitlines()
+    assert lines and max(map(len, lines)) <= 80
+    moved = json.loads(_diff(runs, runs["base"], runs["stalled"], "--format", "json").stdout)["moved"]
+    names = {r["op"] for key in ("ops", "critical_path") for r in moved.get(key, [])}
+    cut = [line for line in lines if "…" in line and line.split()[-1].startswith(("+", "-"))]  # table rows
+    assert cut  # the tiny GPT's multi_tensor_apply kernels have names of 200 characters
+    for line in cut:
+        head, tail = line.rsplit(None, 3)[0].split("…")
+        assert any(n.startswith(head) and n.endswith(tail) for n in names), line
+    for r in moved["critical_path"][:5]:  # every number whole
+        assert f"{r['new_ms']:.3f}" in text

@@ -73,5 +73,10 @@ def test_optimize_prints_a_table_and_the_plan(tmp_path: Path) -> None:
     out = run_oracle("optimize", GPT, "--budget", "1", "--no-model", env=_env(tmp_path))
     assert out.returncode == 0, out.stderr
     assert "candidates, best first" in out.stdout and "1. fix " in out.stdout
+    narrow = run_oracle("optimize", GPT, "--budget", "1", "--no-model", env={**_env(tmp_path), "COLUMNS": "80"})
+    assert max(map(len, narrow.stdout.splitlines())) <= 80
+    plan = json.loads(run_oracle("optimize", GPT, "--budget", "1", "--no-model", "--json", env=_env(tmp_path)).stdout)
+    best = plan["candidates"][0]  # its numbers whole in the table, not cut to fit
+    assert f"{best['predicted_ms']:.3f}" in narrow.stdout and f"{best['gain_ms']:.3f}" in narrow.stdout
     out = run_oracle("optimize", GPT, "--budget", "0", "--no-model", env=_env(tmp_path))
     assert out.returncode == 2 and "the budget must be at least 1" in out.stderr
