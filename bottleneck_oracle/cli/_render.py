@@ -63,8 +63,9 @@ def table(title: str, columns: tuple[str, ...], right: tuple[str, ...] = (), *, 
     from rich import box
     from rich.table import Table
 
+    # min_width: the title on one line where the terminal is wide enough
     options = {"box": box.SIMPLE_HEAD, "show_edge": False, "pad_edge": False, "collapse_padding": True,
-               "title_style": "bold", "min_width": len(title), **options}  # a title as wide as the terminal allows, on one line
+               "title_style": "bold", "min_width": len(title), **options}
     out = Table(title=title, title_justify="left", **options)
     for col in columns:
         free = col in wide

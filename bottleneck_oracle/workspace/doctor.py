@@ -162,7 +162,8 @@ CHECKS: list[Callable[[Settings], Check]] = [_python, *(_extra(n, m) for n, m in
                                                _falkordb, _sentence_model, _chromium, _node, _disk]
 
 
-def run_checks(settings: Settings, *, neo4j_uri: str | None = None, checks: list[Callable[[Settings], Check]] | None = None,
+def run_checks(settings: Settings, *, neo4j_uri: str | None = None,
+               checks: list[Callable[[Settings], Check]] | None = None,
                each: Callable[[Check], None] | None = None) -> list[Check]:
     """Runs ``checks`` (default: all of ``CHECKS``, and Neo4j's when ``neo4j_uri`` is given) in order;
     ``each`` sees each result as it comes, so that a person sees progress."""

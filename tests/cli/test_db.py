@@ -29,6 +29,7 @@ def test_db_start_ingest_traces_stop(tmp_path: Path) -> None:
     try:
         ingest = _oracle(tmp_path, "ingest", GPT, "--json")
         assert ingest.returncode == 0, ingest.stderr
+        assert "\x1b" not in ingest.stderr  # piped: no progress bar
         report = json.loads(ingest.stdout)
         assert report["outcome"] == "loaded" and report["detail"] == "full" and report["nodes"] > 25_000
         assert report["predictions"] >= 8 and report["predictions"] % 2 == 0  # a model's view of each (step, rank)

@@ -29,7 +29,8 @@ def test_brief_takes_the_first_clause_and_drops_parentheses_then_clauses() -> No
     evidence = ("thread 12485 (python) ran no profiled op for 150.248 ms (0.0 ms into the step), between "
                 "'step start' and 'aten::select'; capped at 146.537 ms, what rank 1's step took beyond its median")
     assert brief(evidence, 200) == evidence.split("; ")[0]
-    assert brief(evidence, 90) == "thread 12485 ran no profiled op for 150.248 ms, between 'step start' and 'aten::select'"
+    assert brief(evidence, 90) == ("thread 12485 ran no profiled op for 150.248 ms, between 'step start' and "
+                                   "'aten::select'")
     assert brief(evidence, 60) == "thread 12485 ran no profiled op for 150.248 ms"
     cut = brief(evidence, 30)
     assert len(cut) <= 30 and cut.endswith("…") and cut.startswith("thread 12485 ran")
