@@ -52,7 +52,7 @@ def normalized_name(name: str) -> str:
     out = re.sub(r"(?<=[\w>\]])\([^()]*\)$", "", out.removeprefix("void "))
     out = re.sub(r"0x[0-9a-fA-F]+", "0x", out)
     out = re.sub(r"#\d+", "#", out)
-    return " ".join(out.split())
+    return " ".join(out.split()) or name  # a name that is all brackets is kept whole, not emptied
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ def test_names_lose_what_changes_between_builds() -> None:
     assert normalized_name("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)") == "ncclKernel_AllReduce_RING_LL_Sum_float"
     assert normalized_name("Memcpy DtoH (Device -> Pageable)") == "Memcpy DtoH (Device -> Pageable)"
     assert normalized_name("ProfilerStep#12") == normalized_name("ProfilerStep#3")
+    assert normalized_name("<img src=x>") == "<img src=x>"  # all brackets: kept whole, not emptied
 
 
 def test_a_run_against_itself_is_unchanged() -> None:

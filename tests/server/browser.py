@@ -134,3 +134,24 @@ def count_pixels(page: Page, rgb: tuple[int, int, int], tolerance: int = 24) -> 
         for (let i = 0; i < d.length; i += 4)
             if (Math.abs(d[i] - r) <= tol && Math.abs(d[i + 1] - g) <= tol && Math.abs(d[i + 2] - b) <= tol) n++;
         return n; }""", [*rgb, tolerance])
+
+
+def compare(page: Page, base_id: str, new_id: str) -> dict[str, Any]:
+    """Compares two traces in the comparison view; returns {"state", "verdict", "error", "points":
+    {run: [ms, ...]}, "movers": [[what, name, base, new, change], ...]}."""
+    page.wait_for_selector("#diff-form[data-ready='1']", state="attached")
+    for picker, trace in (("#diff-base", base_id), ("#diff-new", new_id)):
+        page.focus(picker)  # as a click on it does: the list is read again (a trace may have been uploaded)
+        page.wait_for_selector(f"{picker} option[value='{trace}']", state="attached")
+        page.select_option(picker, trace)
+    page.eval_on_selector("#diff-result", "n => { n.dataset.state = ''; }")
+    page.click("#diff-run")
+    page.wait_for_selector("#diff-result[data-state='done'], #diff-result[data-state='error']")
+    return page.evaluate("""() => ({
+        state: document.getElementById('diff-result').dataset.state,
+        verdict: document.getElementById('diff-verdict').textContent,
+        error: document.getElementById('diff-error').textContent,
+        points: Object.fromEntries(['base', 'new'].map(k => [k, [...document.querySelectorAll(
+            `#diff-chart circle[data-run='${k}']`)].map(c => +c.dataset.ms)])),
+        movers: [...document.querySelectorAll('#diff-movers tr[data-what]')].map(
+            r => [...r.querySelectorAll('td')].map(td => td.textContent))})""")

@@ -20,7 +20,7 @@ from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.traces import read_trace
 from tests.conftest import REPO
 from tests.server.browser import ask as ask_chat
-from tests.server.browser import chromium, count_pixels, open_page, pick_trace, run_whatif, slow_steps, upload_files
+from tests.server.browser import chromium, compare, count_pixels, open_page, pick_trace, run_whatif, slow_steps, upload_files
 from tests.server.browser import open_step as open_timeline_step
 from tests.server.conftest import GPT, serving, upload
 
@@ -67,7 +67,8 @@ def _xss_copy(folder: Path) -> Path:
 
 def test_page_static_code_has_no_html_sink() -> None:
     scripts = sorted(STATIC.glob("*.js"))
-    assert {"app.js", "timeline.js", "api.js", "dom.js", "stepchart.js", "gpustrip.js"} <= {p.name for p in scripts}
+    assert {"app.js", "timeline.js", "api.js", "dom.js", "stepchart.js", "gpustrip.js", "compare.js"} <= {
+        p.name for p in scripts}
     for p in scripts:
         for no, line in enumerate(p.read_text().splitlines(), 1):
             assert not SINKS.search(line), f"{p.name}:{no}: an HTML-string sink: {line.strip()}"
@@ -184,4 +185,30 @@ def test_page_draws_the_gpu_utilization_strip_above_the_timeline(browser: Any, s
     assert float(shown["pct"]) == row["gpu"]["busy_pct"] and f"{row['gpu']['busy_pct']}% busy" in shown["label"]
     assert shown["busy"] == [pytest.approx([s, e - s], abs=1e-3) for s, e in strip["busy"]]
     assert shown["width"] > 400 and shown["top"], "a wide strip, above the timeline"
+    assert not errors, errors
+
+
+def test_page_compares_two_runs(browser: Any, server: str, uploaded: dict[str, Any], uploaded_pair: dict[str, Any],
+                                tmp_path: Path) -> None:
+    doc = httpx.get(f"{server}/api/diff", params={"base": "pair_base", "new": "pair_stall"}, timeout=120).json()
+    page, errors = open_page(browser, f"{server}/")
+    shown = compare(page, uploaded_pair["base"]["id"], uploaded_pair["stall"]["id"])
+    assert shown["state"] == "done", shown["error"]
+    assert shown["verdict"].startswith(doc["headline"]) and "comparability high" in shown["verdict"]
+    assert "`fix dataloader_stall` applied to NEW (pair_stall)" in shown["verdict"]
+    # the chart: every steady step of both runs, at the API's values
+    assert shown["points"] == {"base": doc["base"]["steady_ms"], "new": doc["new"]["steady_ms"]}
+    assert shown["movers"][0][:2] == ["attribution", "data_loading"]
+    assert ["finding (appeared)", "dataloader_stall on rank(s) 0"] in [m[:2] for m in shown["movers"]]
+
+    # op names that are markup, compared against the names they replace: shown as text, no script run
+    response = upload(server, _xss_copy(tmp_path / "xss_pair"), name="xss_pair")
+    assert response.status_code == 201, response.text
+    shown = compare(page, uploaded["id"], response.json()["trace"]["id"])
+    assert shown["state"] == "done", shown["error"]
+    names = [m[1] for m in shown["movers"]]
+    # matched by normalized name: the <script> tags go as template brackets do; the img tag is all brackets, kept whole
+    assert "window.__xss=1" in names and IMG_NAME in names, names
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert page.evaluate("document.querySelectorAll('#diff-movers img, #diff-movers script').length") == 0
     assert not errors, errors

@@ -6,6 +6,7 @@ import { el, fill, ms } from "./dom.js";
 import { drawStepChart, stepSeries } from "./stepchart.js";
 import { Timeline, colorOf } from "./timeline.js";
 import { drawGpuStrip } from "./gpustrip.js";
+import "./compare.js";  // the comparison view wires itself
 
 const $ = (id) => document.getElementById(id);
 const state = { traces: [], trace: null, series: null, step: null, findings: [], loadSeq: 0 };
