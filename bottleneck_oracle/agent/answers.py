@@ -94,7 +94,8 @@ def _why_slow(results: list[Result], intent: str) -> Reply:
     if delta != "nothing":
         evidence.append(Evidence(template("moved", moved=delta), "explain_step"))
     others = [f"{f['category']} on rank(s) {rank_list(f['ranks'])} ({f['impact_ms']} ms)" for f in e["findings"]
-              if f != cause and f["severity"] == "major" and f["step"] == e["step"]]
+              if (f["category"], f["ranks"]) != (cause["category"], cause["ranks"])
+              and f["severity"] == "major" and f["step"] == e["step"]]
     if others:
         evidence.append(Evidence(template("also", others="; ".join(others)), "explain_step"))
     if bound is not None:

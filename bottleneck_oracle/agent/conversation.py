@@ -213,6 +213,7 @@ class Conversation:
             ungrounded_numbers=list(state.get("ungrounded_numbers", [])),
             intent=final.response_metadata.get("intent") if isinstance(final, AIMessage) else None,
             seconds=round(time.perf_counter() - start, 3),
+            extra={"results": [{"name": r.name, "args": r.args, "data": r.data} for r in results]},
         )
 
     def close(self) -> None:

@@ -17,12 +17,12 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from bottleneck_oracle.agent.answers import missing_tools, write_reply
+from bottleneck_oracle.agent.context import REPAIR_NAME, context_of, resolve
 from bottleneck_oracle.agent.intents import classify, read_slots
 from bottleneck_oracle.agent.planner import Result, next_calls
 
 __all__ = ["OfflinePlanner", "REPAIR_NAME", "turn"]
 
-REPAIR_NAME = "grounding_check"  # the name on the message the grounding check sends back
 
 
 def turn(messages: Sequence[BaseMessage]) -> tuple[str, list[BaseMessage]]:
@@ -66,7 +66,9 @@ class OfflinePlanner(BaseChatModel):
                   **kwargs: Any) -> ChatResult:
         question, after = turn(messages)
         intent = classify(question).name if question.strip() else "out_of_scope"
-        slots = read_slots(question)
+        # the earlier turns' step, rank, cause and edit resolve "it", "that", "and on rank 1?"
+        context = context_of(messages[:len(messages) - len(after) - 1] if question else [])
+        intent, slots = resolve(question, intent, read_slots(question), context)
         results = turn_results(after)
         available = set(kwargs.get("tool_names") or ())
         calls = next_calls(intent, slots, question, results)
@@ -78,7 +80,7 @@ class OfflinePlanner(BaseChatModel):
                 {"name": c.name, "args": c.args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
                 for c in calls])
         else:  # the short answer is the message; the contract's fields travel with it
-            reply = write_reply(intent, slots, results)
+            reply = write_reply(intent, slots, results, trace=context.trace)
             message = AIMessage(content=reply.render())
             message.response_metadata["reply"] = reply.to_json() | {"details": reply.details}
         message.response_metadata["intent"] = intent

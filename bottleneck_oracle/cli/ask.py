@@ -19,6 +19,9 @@ _TRACE = typer.Option("--trace", help="The trace: a path (ingested the first tim
                                       "default: the newest loaded.")
 _LLM = typer.Option("--llm", help="'offline' (the default planner, no network) or 'openai:MODEL'.")
 _BASE_URL = typer.Option("--base-url", help="An OpenAI-compatible server (vLLM, Ollama, llama.cpp): its /v1 URL.")
+_SESSION = typer.Option("--session", help="Keep the conversation under this name in the workspace and resume it "
+                                          "next time: a follow-up ('what should I do about it?') refers to the "
+                                          "earlier answers.")
 CHAT_HELP = "/trace NAME|PATH  switch trace · /history  the questions so far · /reset  start over · /quit"
 
 
@@ -34,8 +37,11 @@ def _progress(kind: str, details: dict[str, Any]) -> None:
         stderr().print("[dim]  grounding check: answer sent back to be repaired[/]", highlight=False)
 
 
-def _print_answer(a: Answer) -> None:
-    stdout().print(escape(a.answer), highlight=False, soft_wrap=True)
+def _print_answer(a: Answer, verbose: bool = False) -> None:
+    stdout().print(escape(a.render(verbose) if verbose else a.answer), highlight=False, soft_wrap=True)
+    if verbose:  # everything the tools returned, as they returned it
+        for r in a.extra.get("results", []):
+            stdout().print(escape(f"{r['name']}({r['args']}) returned: {r['data']}"), highlight=False, soft_wrap=True)
     if not a.grounded:
         stderr().print(f"[yellow]not grounded:[/] numbers no tool returned: {escape(', '.join(a.ungrounded_numbers))}",
                        highlight=False)
@@ -47,32 +53,38 @@ def ask_command(
     llm: Annotated[str, _LLM] = "offline",
     base_url: Annotated[Optional[str], _BASE_URL] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
+    session: Annotated[Optional[str], _SESSION] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print all the evidence and everything the "
+                                                                 "tools returned.")] = False,
 ) -> None:
-    """Ask one question about a trace; the answer cites the tools' numbers. Exits 2 when the question
-    names something the trace does not have (the answer lists what it has)."""
+    """Ask one question about a trace. The answer's first line is the verdict with its number, then
+    the evidence (each line naming the tool it came from), Do: what to change with its predicted saving,
+    and Check: the command that verifies it. Exits 2 when the question names something the trace does
+    not have (the answer lists what it has)."""
     from bottleneck_oracle.agent.conversation import Conversation
 
     settings = Settings.from_env()
     stage = None if as_json else (lambda what: stderr().print(f"[dim]{escape(what)}...[/]", highlight=False))
-    with Conversation(settings, trace=trace, llm=llm, base_url=base_url, stage=stage) as conversation:
+    with Conversation(settings, trace=trace, llm=llm, base_url=base_url, session=session,
+                      stage=stage) as conversation:
         conversation.context.resolve()  # a trace that is not there fails here, in one line (exit 2)
         answer = conversation.ask(question, None if as_json else _progress)
     if as_json:
         print_json(answer.to_json())
     else:
-        _print_answer(answer)
+        _print_answer(answer, verbose)
     if not answer.answered and any(not c["ok"] for c in answer.tool_calls):
         raise typer.Exit(2)  # bad input (a step or trace that does not exist): the answer says which
 
 
 def chat_command(
     trace: Annotated[Optional[str], _TRACE] = None,
-    session: Annotated[Optional[str], typer.Option(
-        help="Keep the conversation under this name in the workspace and resume it next time.")] = None,
+    session: Annotated[Optional[str], _SESSION] = None,
     llm: Annotated[str, _LLM] = "offline",
     base_url: Annotated[Optional[str], _BASE_URL] = None,
 ) -> None:
-    """Talk with the agent: questions one after another, tool calls shown as they run."""
+    """Talk with the agent: questions one after another, tool calls shown as they run; a follow-up
+    ('and on rank 1?', 'how much would that save?') refers to the earlier answers."""
     from bottleneck_oracle.agent.conversation import Conversation
     from bottleneck_oracle.errors import OracleError
 

@@ -93,3 +93,30 @@ def test_how_busy_was_the_gpu_is_answered_from_the_timeline(gpu_settings: Settin
 def test_a_gpu_question_on_a_trace_without_gpu_events_says_it_cannot_tell(conversation: Conversation) -> None:
     a = conversation.ask("How busy was the GPU in step 5?")
     assert a.grounded and a.answer.startswith("This trace has no GPU events: I cannot say how busy the GPU was.")
+
+
+def _called(a: object) -> list[tuple[str, dict]]:
+    return [(c["name"], c["args"]) for c in a.tool_calls if c["name"] != "playbook_search"]  # type: ignore[attr-defined]
+
+
+def test_follow_ups_refer_to_the_earlier_turns(agent_settings: Settings) -> None:
+    with Conversation(agent_settings, trace="gpt_2rank") as c:
+        why = c.ask("Why is step 5 slow?")
+        on_rank = c.ask("and on rank 0?")
+        step6 = c.ask("what about step 6?")
+        c.ask("Why is step 5 slow?")
+        do = c.ask("What should I do about it?")
+        save = c.ask("How much would that save?")
+    assert _called(on_rank)[0] == ("explain_step", {"step": 5, "rank": 0}) and on_rank.intent == "why_slow"
+    assert "on rank 0 against a median step" in on_rank.verdict and on_rank.cause == why.cause
+    assert _called(step6) == [("explain_step", {"step": 6, "rank": 0})] and step6.step == 6 and step6.answered
+    # what to do about the cause: the ranked fixes of that step, its first the cause's fix
+    assert _called(do) == [("optimize", {"step": 5, "budget": 1})] and do.intent == "optimize"
+    first = do.suggestions[0]
+    assert first["edit"].startswith("fix host_pause") and do.answered and do.grounded
+    assert do.verdict.startswith("Change first on step 5") and f"{first['gain_ms']} ms saved" in do.answer
+    # what that saves: the what-if of that edit on that step, the same saving the plan predicted
+    assert _called(save) == [("whatif", {"edit": "fix host_pause", "step": 5})] and save.intent == "whatif"
+    assert save.suggestions[0]["gain_ms"] == first["gain_ms"] == why.suggestions[0]["gain_ms"]
+    assert save.grounded and save.verdict.startswith("With `fix host_pause`, step 5 is predicted to take")
+    assert save.check is not None and save.check.startswith("oracle whatif gpt_2rank --edit 'fix host_pause' --step 5")

@@ -20,7 +20,8 @@ def test_ask_json_prints_the_documented_shape(agent_home: Path) -> None:
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert {"answer", "answered", "step", "cause", "evidence", "suggestions", "tool_calls", "llm", "grounded",
-            "ungrounded_numbers"} <= set(doc)
+            "ungrounded_numbers", "verdict", "action", "confidence", "check"} <= set(doc)
+    assert doc["answer"].splitlines()[0] == doc["verdict"] and all(e["tool"] for e in doc["evidence"])
     assert doc["cause"] == {"category": "host_pause", "ranks": [1], "ops": doc["cause"]["ops"],
                             "impact_ms": doc["cause"]["impact_ms"]} and doc["cause"]["ops"]
     assert doc["llm"] == "offline" and doc["grounded"] is True and doc["suggestions"][0]["gain_ms"] > 100
@@ -64,3 +65,29 @@ def test_chat_answers_in_turn_switches_trace_and_resumes_a_session(agent_home: P
     again = _chat(agent_home, ["/history", "/quit"], "--session", "cli-chat")
     assert again.returncode == 0 and "2 earlier question(s)" in again.stderr
     assert "which rank is the straggler in step 5?" in again.stderr
+
+
+def test_ask_session_continues_the_conversation_across_processes(agent_home: Path) -> None:
+    def ask(question: str) -> dict:
+        out = run_oracle("ask", question, "--json", "--session", "cli-follow-ups", "--trace", "gpt_2rank",
+                         env=_env(agent_home))
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    why, do, save = ask("Why is step 5 slow?"), ask("What should I do about it?"), ask("How much would that save?")
+    assert why["cause"]["category"] == "host_pause" and why["verdict"].startswith("Step 5 is slow")
+    assert [(c["name"], c["args"]) for c in do["tool_calls"]] == [("optimize", {"step": 5, "budget": 1})]
+    assert do["suggestions"][0]["edit"].startswith("fix host_pause") and do["action"] and do["check"]
+    assert [(c["name"], c["args"]) for c in save["tool_calls"]] == [("whatif", {"edit": "fix host_pause", "step": 5})]
+    assert save["suggestions"][0]["gain_ms"] == do["suggestions"][0]["gain_ms"] == why["suggestions"][0]["gain_ms"]
+    assert all(d["grounded"] for d in (why, do, save))
+
+
+def test_ask_default_fits_a_screen_and_verbose_prints_what_the_tools_returned(agent_home: Path) -> None:
+    short = run_oracle("ask", "Why is step 5 slow?", "--trace", "gpt_2rank", env=_env(agent_home))
+    full = run_oracle("ask", "Why is step 5 slow?", "--trace", "gpt_2rank", "--verbose", env=_env(agent_home))
+    lines = short.stdout.strip().splitlines()
+    assert short.returncode == full.returncode == 0 and len(lines) <= 8
+    assert lines[0].startswith("Step 5 is slow because") and lines[-2].startswith("Do: ")
+    assert lines[-1].startswith("Check: oracle whatif gpt_2rank --edit 'fix host_pause' --step 5")
+    assert "explain_step({'step': 5}) returned: {" in full.stdout and "offline planner" in full.stdout
