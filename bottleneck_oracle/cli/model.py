@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from bottleneck_oracle.cli._render import bar, print_json, stderr, stdout
+from bottleneck_oracle.cli._render import bar, paragraph, print_json, stderr, stdout
 
 __all__ = ["gnn_eval_command", "train_command"]
 
@@ -100,8 +100,8 @@ def gnn_eval_command(
         body["weaker_than_baselines"] = notes
         print_json(body)
         return
-    console = stdout()
-    console.print(to_markdown(results), highlight=False)
+    console = stdout(soft_wrap=True)  # a markdown table keeps its rows whole, to be pasted
+    console.print(to_markdown(results), markup=False, highlight=False)
     for split, lines in notes.items():
         for line in lines:
-            console.print(f"{split}: {line}", highlight=False)
+            paragraph(console, f"{split}: {line}", 0, hang=2)

@@ -26,6 +26,8 @@ def test_train_then_evaluate_on_a_corpus(tiny_corpus: Path, tmp_path: Path) -> N
     assert (tmp_path / "plots" / "step_time.png").is_file()
     text = run_oracle("gnn-eval", "--data", tiny_corpus, "--checkpoint", ckpt, "--splits", "test", "--record")
     assert text.returncode == 0 and "| step-time MAPE % (GNN) |" in text.stdout
+    table = [line for line in text.stdout.splitlines() if line.startswith("| ")]
+    assert len(table) > 3 and all(line.endswith("|") for line in table)  # rows whole in a pipe, to be pasted
     metrics = json.loads((ckpt / "config.json").read_text())["metrics"]
     assert metrics["preferred"]["step_time"] == "replay"  # replay reads an observed step's time off the trace
     assert Predictor(ckpt).preferred("step_time") == "replay" and Predictor(ckpt).preferred("unknown") == "gnn"
