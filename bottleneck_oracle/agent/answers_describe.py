@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bottleneck_oracle.agent.answer_text import moved, result_of, signed, template
+from bottleneck_oracle.agent.answer_text import moved, rank_list, result_of, signed, template
 from bottleneck_oracle.agent.planner import Result
 from bottleneck_oracle.agent.reply import Evidence, Reply
 
@@ -58,10 +58,30 @@ def _compare_steps(c: dict[str, Any]) -> Reply:
 
 
 def _compare_runs(c: dict[str, Any]) -> Reply:
-    return Reply(template("compare_runs", **c), [
-        Evidence(template("compare_runs_moved", moved=moved(c["category_delta_ms"])), "compare_runs"),
-        Evidence(template("compare_runs_classes", classes=moved(c["op_class_delta_ms"])), "compare_runs")],
-        confidence=template("compare_runs_spread", confidence=c["confidence"], spread_ms=c["spread_ms"]))
+    """The verdict of ``oracle diff`` (how sure, how comparable) first, then the cause and the movers."""
+    comp = c["comparability"]
+    sure = f"{c['confidence_pct']}%" if c["confidence"] is not None else "unknown (no step spread)"
+    verdict = template("compare_runs_unchanged" if c["verdict"] == "unchanged" else "compare_runs", **c | {
+        "size": abs(c["delta_ms"]), "pct": f"{c['delta_pct']:+g}%", "sure": sure, "level": comp["level"],
+        "reasons": f": {'; '.join(comp['reasons'])}" if comp["reasons"] else ""})
+    evidence = []
+    cause, f = c.get("cause"), (c.get("cause") or {}).get("finding")
+    if cause and f:
+        evidence.append(Evidence(template("compare_runs_cause", category=cause["category"],
+                                          delta=signed(cause["delta_ms"]), found=f["category"], change=f["change"],
+                                          ranks=rank_list(f["ranks"]), found_ms=max(f["base_ms"], f["new_ms"])),
+                                 "compare_runs"))
+    top = c["moved"]
+    evidence.append(Evidence(template("compare_runs_moved", moved=moved(
+        {m["category"]: m["delta_ms"] for m in top["categories"]})), "compare_runs"))
+    ops = "; ".join(f"'{o['op']}' {signed(o['delta_ms'])}" for o in top["ops"])
+    if ops:
+        evidence.append(Evidence(template("compare_runs_ops", ops=ops), "compare_runs"))
+    w = c.get("whatif")
+    if w:
+        evidence.append(Evidence(template("compare_runs_whatif", **w | {
+            "slow": c[w["applied_to"]], "fast": c[w["predicts"]], "error": f"{w['error_pct']:+g}%"}), "compare_runs"))
+    return Reply(verdict, evidence, check=template("compare_runs_check", base=c["base"], new=c["new"]))
 
 
 def _gpu_busy(e: dict[str, Any]) -> Reply:

@@ -22,6 +22,7 @@ from bottleneck_oracle.errors import OracleError
 from bottleneck_oracle.graphdb import GraphStore, list_traces, open_store
 from bottleneck_oracle.truth.edits import format_edit
 from bottleneck_oracle.workspace import steps as step_questions
+from bottleneck_oracle.workspace.diff import diff_traces
 from bottleneck_oracle.workspace.loaded import LoadedTrace, loaded_trace
 from bottleneck_oracle.workspace.whatif import optimize_trace, whatif_trace
 
@@ -177,7 +178,9 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
         return step_questions.compare_steps(ctx.store(), ctx.resolve(trace), step_a, step_b, rank)
 
     def runs(base: str, other: str) -> dict[str, Any]:
-        return step_questions.compare_runs(ctx.store(), ctx.resolve(base), ctx.resolve(other))
+        # the comparison of `oracle diff` (workspace/diff.py); the names resolve as the other tools' do
+        ids = ctx.resolve(base).trace_id, ctx.resolve(other).trace_id
+        return diff_traces(*ids, ctx.settings).brief()
 
     def late(step: int | None = None, trace: str | None = None) -> dict[str, Any]:
         return step_questions.stragglers(ctx.store(), ctx.resolve(trace), step)
@@ -225,8 +228,11 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
                                                        "median step, collectives and who arrived last."),
         ("compare_steps", compare, _CompareStepsArgs, "Two steps of one rank compared: wall time, categories, and "
                                                       "the op classes whose time changed most."),
-        ("compare_runs", runs, _CompareRunsArgs, "Two traces (runs) compared: median step, categories and op "
-                                                 "classes that moved, steps aligned, a verdict with a confidence."),
+        ("compare_runs", runs, _CompareRunsArgs, "Two traces (runs) compared as `oracle diff` compares them: the "
+                                                 "verdict per steady step with a bootstrap confidence, how "
+                                                 "comparable the runs are, the cause, the top movers (categories, "
+                                                 "ops, findings, collectives, ranks) and the edit that takes the "
+                                                 "slower run to the faster one."),
         ("stragglers", late, _StepOnly, "Per collective of a step: the rank that arrived last and by how many ms."),
         ("similar_findings", similar, _SearchArgs, "Findings of every loaded trace nearest to a description: have "
                                                    "we seen this before, and what fixed it."),

@@ -1,5 +1,5 @@
 """Questions about the steps of a loaded trace, answered from the graph database: the steps and which
-are slow, one step explained against the median step, two steps or two runs compared, the
+are slow, one step explained against the median step, two steps compared (two runs: diff.py), the
 stragglers of each collective. Every result is JSON-ready, times in ms rounded to 3 decimals, so
 the agent's tools, the CLI and the HTTP API show the same numbers.
 """
@@ -10,14 +10,13 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from bottleneck_oracle.dag.op_classes import COLLECTIVES, OP_CLASSES, classify_strings
 from bottleneck_oracle.dag.types import CATEGORIES
 from bottleneck_oracle.errors import ConfigError, NotFoundError
 from bottleneck_oracle.graphdb import GraphStore
 from bottleneck_oracle.graphdb.tables import GPU_FIELDS
 from bottleneck_oracle.workspace.loaded import LoadedTrace
 
-__all__ = ["compare_runs", "compare_steps", "explain_step", "list_steps", "pick_step", "step_rows", "stragglers"]
+__all__ = ["compare_steps", "explain_step", "list_steps", "pick_step", "step_rows", "stragglers"]
 
 TOP_OPS = 8
 _CATS = tuple(c.value for c in CATEGORIES)
@@ -225,54 +224,3 @@ def stragglers(store: GraphStore, t: LoadedTrace, step: int | None = None) -> di
     return {"trace": t.name, "step": step, "collectives": collectives, "by_rank": ranks, "findings": found,
             "straggler": found[0]["ranks"][0] if found and found[0]["ranks"] else None}
 
-
-def _run_profile(store: GraphStore, t: LoadedTrace) -> dict[str, Any]:
-    """A run in a few numbers: per step the slowest rank's row, the median step, its critical ops."""
-    rows = [r for r in _rows(store, t) if not r["partial"]]
-    if not rows:
-        raise ConfigError(f"trace {t.name}: no complete step to compare")
-    by_step: dict[int, dict[str, Any]] = {}
-    for r in rows:
-        if r["step"] not in by_step or r["wall_ms"] > by_step[r["step"]]["wall_ms"]:
-            by_step[r["step"]] = r
-    walls = [r["wall_ms"] for r in by_step.values()]
-    median = statistics.median(walls)
-    middle = min(by_step.values(), key=lambda r: (abs(r["wall_ms"] - median), r["step"]))
-    ops = store.read("top_critical_ops", {"trace": t.trace_id, "step": middle["step"], "rank": middle["rank"], "k": 40})
-    return {"steps": by_step, "median_ms": median, "spread_ms": statistics.median(abs(w - median) for w in walls),
-            "breakdown_ms": {c: statistics.median(r[f"{c}_ms"] for r in by_step.values()) for c in _CATS},
-            "ops": {r["name"]: r["contrib_us"] / 1000 for r in ops}, "median_step": middle["step"]}
-
-
-def compare_runs(store: GraphStore, base: LoadedTrace, other: LoadedTrace) -> dict[str, Any]:
-    """Run ``other`` against run ``base``: median step times, the categories and the op classes of the
-    median step's critical path that moved, steps aligned by position, and a verdict with a confidence
-    from how the difference compares with the spread of each run's steps."""
-    a, b = _run_profile(store, base), _run_profile(store, other)
-    delta = b["median_ms"] - a["median_ms"]
-    spread = max(a["spread_ms"], b["spread_ms"], 1e-3)
-    confidence = "high" if abs(delta) > 3 * spread else "medium" if abs(delta) > spread else "low"
-    names = sorted(a["ops"].keys() | b["ops"].keys())
-    op_class, collective, _ = classify_strings(tuple(names))
-    by_class: dict[str, float] = defaultdict(float)
-    for name, o, c in zip(names, op_class.tolist(), collective.tolist()):
-        label = COLLECTIVES[c] if c >= 0 else OP_CLASSES[o][0] if o >= 0 else "other"
-        by_class[label] += b["ops"].get(name, 0.0) - a["ops"].get(name, 0.0)
-    moved_ops = sorted(((n, b["ops"].get(n, 0.0) - a["ops"].get(n, 0.0)) for n in names), key=lambda kv: -abs(kv[1]))
-    categories = dict(sorted(((c, _ms(b["breakdown_ms"][c] - a["breakdown_ms"][c])) for c in _CATS),
-                             key=lambda kv: -abs(kv[1])))
-    aligned = [{"position": i, "step_base": sa, "step_other": sb, "base_ms": _ms(a["steps"][sa]["wall_ms"]),
-                "other_ms": _ms(b["steps"][sb]["wall_ms"]),
-                "delta_ms": _ms(b["steps"][sb]["wall_ms"] - a["steps"][sa]["wall_ms"])}
-               for i, (sa, sb) in enumerate(zip(sorted(a["steps"]), sorted(b["steps"])))]
-    top_category = next(iter(categories))
-    slower = "slower" if delta > 0 else "faster"
-    return {"base": base.name, "other": other.name, "base_median_ms": _ms(a["median_ms"]),
-            "other_median_ms": _ms(b["median_ms"]), "delta_ms": _ms(delta),
-            "delta_pct": round(100 * delta / a["median_ms"], 1) if a["median_ms"] else None,
-            "spread_ms": _ms(spread), "confidence": confidence, "category_delta_ms": categories,
-            "op_class_delta_ms": dict(sorted(((k, _ms(v)) for k, v in by_class.items()), key=lambda kv: -abs(kv[1]))),
-            "ops_moved": [{"op": n, "delta_ms": _ms(d)} for n, d in moved_ops[:TOP_OPS] if abs(d) >= 1e-3],
-            "steps": aligned,
-            "verdict": f"{other.name} is {slower} than {base.name} by {abs(_ms(delta))} ms per median step; the "
-                       f"largest change is in {top_category} ({categories[top_category]} ms)"}

@@ -1,16 +1,15 @@
-"""Step questions answered from the graph database: real example trace, real synthetic runs."""
+"""Step questions answered from the graph database: the real example trace and H100 traces (two runs are
+compared by ``workspace/diff.py``: tests/workspace/test_diff.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.errors import ConfigError
-from bottleneck_oracle.graphdb import GraphStore, open_store, stop_server
-from bottleneck_oracle.synth import SynthConfig, synthesize
+from bottleneck_oracle.graphdb import GraphStore, open_store
 from bottleneck_oracle.workspace import steps
 from bottleneck_oracle.workspace.loaded import LoadedTrace, loaded_trace
 from tests.agent.conftest import BERT, QWEN
@@ -41,34 +40,19 @@ def test_explain_step_breakdown_sums_to_the_wall_time_and_cites_the_median(store
     assert e["cause"]["category"] == "host_pause" and e["median_of_steps"] == 5
 
 
+def test_explain_step_names_the_rank_that_delayed_the_step_and_who_waited(store: GraphStore, gpt: LoadedTrace) -> None:
+    e = steps.explain_step(store, gpt, 5)
+    cause = e["cause"]
+    assert cause["is_cause"] and cause["category"] == "host_pause" and cause["rank"] == 1 == e["rank"]
+    (waited,) = cause["waited"]  # rank 0 waited inside the all-reduce for rank 1's pause
+    assert waited["rank"] == 0 and waited["ms"] > 100
+    assert steps.explain_step(store, gpt, 5, 0)["rank"] == 0  # a rank asked is the rank explained
+
+
 def test_list_steps_marks_the_slow_step(store: GraphStore, gpt: LoadedTrace) -> None:
     out = steps.list_steps(store, gpt)
     assert [s["step"] for s in out["steps"] if s["slow"]] == [5] and out["ranks"] == 2
     assert out["median_step_ms"] < 45
-
-
-def test_compare_runs_finds_the_slower_hardware_with_confidence(tmp_path_factory: pytest.TempPathFactory) -> None:
-    home = tmp_path_factory.mktemp("runs_home")  # its own workspace: the shared one keeps gpt_2rank the newest
-    settings = Settings(home=home, workers=2)
-    try:
-        with open_store(settings, start=True) as store:
-            _compare_runs(store, settings, tmp_path_factory)
-    finally:
-        stop_server(home)
-
-
-def _compare_runs(store: GraphStore, settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> None:
-    runs = {}
-    for hardware in ("H100", "A100"):
-        folder = tmp_path_factory.mktemp(f"run_{hardware}")
-        synthesize(folder, SynthConfig(model="gpt2-small", hardware=hardware, dp=2, steps=4))
-        runs[hardware] = loaded_trace(store, Path(folder), settings)  # a path: ingested the first time
-    out = steps.compare_runs(store, runs["H100"], runs["A100"])
-    assert out["delta_ms"] > 0 and out["confidence"] == "high" and "slower" in out["verdict"]
-    assert next(iter(out["category_delta_ms"])) == "gpu_compute"
-    assert len(out["steps"]) == 4 and all(s["delta_ms"] > 0 for s in out["steps"])
-    back = steps.compare_runs(store, runs["A100"], runs["H100"])
-    assert back["delta_ms"] == -out["delta_ms"] and "faster" in back["verdict"]
 
 
 @pytest.fixture(scope="module")
