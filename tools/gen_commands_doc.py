@@ -1,7 +1,8 @@
 """docs/commands.md from the ``oracle`` CLI's own help: every command and subcommand, rendered stably.
 
-Run ``.venv/bin/python tools/gen_commands_doc.py > docs/commands.md`` (or ``--write``, as ``make docs``
-does) after adding a command or an option; ``--check`` exits 1 when the committed page and the CLI disagree (``tests/cli/test_commands_doc.py``).
+Run ``.venv/bin/python tools/gen_commands_doc.py --write`` (``make docs`` does) after adding a command or
+an option; without a flag it prints the page, and ``--check`` exits 1 when the committed page and the CLI
+disagree (as ``tests/cli/test_commands_doc.py`` fails).
 
 The help is the plain (click) formatting at a fixed width, with Typer's rich panels turned off (they
 depend on the terminal and on colour), walked over the command tree in the order the app registers
