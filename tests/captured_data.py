@@ -57,7 +57,7 @@ CAPTURES = {c.name: c for c in (
     Recorded("gloo_dataloader_stall", "dataloader_stall@4:0=150ms", True),
     Recorded("gloo_checkpoint_stall", "checkpoint_stall@4:1=64MB", True, spills=True),
     Recorded("gloo_slow_compute", "slow_compute@4:1=4x", True),
-    Recorded("gloo_exposed_communication", "exposed_communication@4=128MB"),
+    Recorded("gloo_exposed_communication", "exposed_communication@4=128MB", True),
 )}
 BY_INJECTION = {c.inject: c for c in CAPTURES.values() if c.inject}
 # a one-process loop profiled by the project's StepProfiler, with plain labels or with instructions in them

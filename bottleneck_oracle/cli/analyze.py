@@ -147,6 +147,8 @@ def _evidence(text: str, width: int, verbose: bool) -> str:
 
 
 def _why_slowest(data: dict, console: Console, verbose: bool) -> None:
+    from bottleneck_oracle.dag.report import cause_text
+
     if not data["steps"]:
         return
     slowest = max(data["steps"], key=lambda s: s["wall_ms"] if not s["partial"] else -1)
@@ -158,11 +160,18 @@ def _why_slowest(data: dict, console: Console, verbose: bool) -> None:
         console.print(f"\n[bold]{label.capitalize()} is not slow[/]: {slowest['wall_ms']:.1f} ms on rank {rank}, "
                       f"{ratio} the median {median:.1f} ms of the rank's other steps")
         return
+    major = [f for f in data["findings"] if f["severity"] == "major"]
+    reasons = [f for f in major if f["step"] == step] or [f for f in major if f["step"] is None]
+    cause = next((f for f in reasons if f.get("cause")), None)  # dag/cause.py: on the rank that delayed it
+    if cause is not None:  # the rank explained is the one that delayed the step, not the longest
+        slowest = next((s for s in data["steps"] if (s["step"], s["rank"]) == (step, cause["ranks"][0])), slowest)
+        rank, median = slowest["rank"], slowest["median_ms"]
+        reasons = [cause] + [f for f in reasons if f is not cause]
     console.print(f"\n[bold]Why is {label} slow?[/] (rank {rank}, {slowest['wall_ms']:.1f} ms)")
     if median is not None:
         console.print(f"  the rank's other steps take {median:.1f} ms (median)")
-    major = [f for f in data["findings"] if f["severity"] == "major"]
-    reasons = [f for f in major if f["step"] == step] or [f for f in major if f["step"] is None]
+    if cause is not None:
+        paragraph(console, "- cause: " + cause_text(cause))
     bound = [b for b in data["gpu_bound"] if b["rank"] == rank and b["step"] in (step, None)]
     for b in bound[:1]:
         paragraph(console, "- " + (b["evidence"] if verbose else brief(b["evidence"], console.width - 4)))

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from bottleneck_oracle.dag.build import build_graph
+from bottleneck_oracle.dag.cause import with_causes
 from bottleneck_oracle.dag.critical_path import StepReport, check_replay, find_critical_paths, node_slack
 from bottleneck_oracle.dag.findings import Finding, find_bottlenecks
 from bottleneck_oracle.dag.gpu_timeline import GpuTimeline, step_gpu_timeline, trace_gpu_timeline
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.points import PointGraph, build_point_graph
-from bottleneck_oracle.dag.slow_steps import SlowStep, find_slow_steps, partial_steps
+from bottleneck_oracle.dag.slow_steps import SlowStep, compare_steps, find_slow_steps, partial_steps
 from bottleneck_oracle.traces import Trace
 
 __all__ = ["Analysis", "analyze"]
@@ -46,6 +47,11 @@ class Analysis:
     gpu_trace: GpuTimeline
     steps_from: str | None = None
 
+    def cause(self, step: int) -> Finding | None:
+        """The cause of ``step`` (``dag/cause.py``): the finding of what delayed it, on the rank that
+        did, with the ranks that waited for it; None when the step is not slow."""
+        return next((f for f in self.findings if f.cause and f.step == step), None)
+
 
 def analyze(trace: Trace, steps_from: str | None = None) -> Analysis:
     """Builds the graph of ``trace`` and finds every step's critical path, slow steps and bottlenecks.
@@ -62,9 +68,13 @@ def analyze(trace: Trace, steps_from: str | None = None) -> Analysis:
     complete = [r for r in reports if (r.step, r.rank) not in partial]
     slow = find_slow_steps(reports)
     gpu = step_gpu_timeline(graph)
+    slow_numbers = {s.step for s in slow}
+    findings = find_bottlenecks(graph, complete, slow_numbers, gpu)
+    # the slow steps are explained, and every step of a trace too short to compare its steps
+    judged = {s.step for s, _ in compare_steps(complete)}
+    explain = slow_numbers | ({r.step for r in complete} - judged)
     return Analysis(
         graph=graph, points=points, steps=tuple(reports), slow_steps=tuple(slow),
-        partial_steps=frozenset(partial),
-        findings=tuple(find_bottlenecks(graph, complete, {s.step for s in slow}, gpu)),
+        partial_steps=frozenset(partial), findings=tuple(with_causes(graph, complete, findings, explain)),
         slack_ns=node_slack(graph, points, dist), gpu=gpu, gpu_trace=trace_gpu_timeline(trace), steps_from=steps_from,
     )

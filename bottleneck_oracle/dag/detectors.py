@@ -14,7 +14,7 @@ from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.intervals import merged
 from bottleneck_oracle.dag.types import Bottleneck, Category, NodeKind, Role
 
-__all__ = ["category_findings", "checkpoints", "compute_time", "host_pauses", "slow_compute", "stragglers"]
+__all__ = ["category_findings", "checkpoints", "compute_time", "host_pauses", "neighbour_op", "slow_compute", "stragglers"]
 
 STRAGGLER_SHARE = 0.25  # of the late rank's median step: lateness that makes a straggler
 PAUSE_SHARE = 0.10  # of the step: a host pause in a slow step
@@ -72,8 +72,8 @@ def host_pauses(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list
         on_thread = (r.path_node < 0) | np.isin(g.kind[node], (NodeKind.ANNOTATION, NodeKind.PYTHON))
         seg = np.flatnonzero((r.path_category == idle) & (r.path_rank == r.rank) & on_thread)
         for i in seg[r.path_dur_ns[seg] >= max(MIN_NS, share * r.wall_ns)].tolist():
-            before = _neighbour_op(g, r, i, -1)
-            after = _neighbour_op(g, r, i, +1)
+            before = neighbour_op(g, r, i, -1)
+            after = neighbour_op(g, r, i, +1)
             lane = g.trace.lanes.label[g.lane[r.path_node[i]]] if r.path_node[i] >= 0 else "a thread"
             out.append(Finding(
                 Bottleneck.HOST_PAUSE, r.step, (r.rank,), tuple(x for x in (before, after) if x),
@@ -85,7 +85,8 @@ def host_pauses(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list
     return out
 
 
-def _neighbour_op(g: ExecGraph, r: StepReport, i: int, step: int) -> str:
+def neighbour_op(g: ExecGraph, r: StepReport, i: int, step: int) -> str:
+    """The nearest op on ``r``'s critical path before (``step`` -1) or after (+1) its segment ``i``."""
     j = i + step
     while 0 <= j < len(r.path_node):
         node = r.path_node[j]

@@ -42,6 +42,8 @@ class Finding:
         severity (str): ``MAJOR`` or ``MINOR`` (an anomaly of a step that is not slow).
         waiting (tuple[int, ...]): ranks that waited for it inside a collective (a straggler's peers):
             the time it cost shows in their steps too.
+        waited_ms (tuple[float, ...]): how long each rank of ``waiting`` waited (set on a step's cause).
+        cause (bool): the cause of its step (``dag/cause.py``): what delayed it, on the rank that did.
     """
 
     category: Bottleneck
@@ -52,6 +54,8 @@ class Finding:
     evidence: str
     severity: str = MAJOR
     waiting: tuple[int, ...] = ()
+    waited_ms: tuple[float, ...] = ()
+    cause: bool = False
 
 
 def ms(ns: float) -> float:

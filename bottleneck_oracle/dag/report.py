@@ -19,7 +19,7 @@ from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
 from bottleneck_oracle.dag.slow_steps import compare_steps
 from bottleneck_oracle.dag.types import CATEGORIES, NodeKind
 
-__all__ = ["AnalysisDict", "PathColumns", "analysis_to_dict", "file_ts_us", "finding_to_dict", "TOP_CONTRIBUTORS"]
+__all__ = ["AnalysisDict", "PathColumns", "analysis_to_dict", "cause_text", "file_ts_us", "finding_to_dict", "TOP_CONTRIBUTORS"]
 
 TOP_CONTRIBUTORS = 10  # path segments listed per step by default, largest first
 _KINDS = np.array([k.name.lower() for k in NodeKind] + ["gap"], dtype=object)  # "gap": no node
@@ -150,9 +150,22 @@ def _step(a: Analysis, r: StepReport, slow: set[tuple[int, int]], median_ns: dic
 
 
 def finding_to_dict(f: Finding) -> dict[str, object]:
-    """One finding as JSON-ready data."""
+    """One finding as JSON-ready data; ``cause``: the cause of its step (``dag/cause.py``), with the ranks
+    that waited for it and how long (``waited``)."""
     return {"category": f.category.value, "step": f.step, "ranks": list(f.ranks), "ops": list(f.ops),
-            "impact_ms": f.impact_ms, "severity": f.severity, "waiting": list(f.waiting), "evidence": f.evidence}
+            "impact_ms": f.impact_ms, "severity": f.severity, "waiting": list(f.waiting), "evidence": f.evidence,
+            "cause": f.cause, "waited": [{"rank": r, "ms": w} for r, w in zip(f.waiting, f.waited_ms)]}
+
+
+def cause_text(f: dict[str, object]) -> str:
+    """A step's cause in one line (``finding_to_dict``'s shape): what, on which rank, and who waited."""
+    ranks = list(f["ranks"])  # type: ignore[call-overload]
+    waited = list(f.get("waited") or [])  # type: ignore[call-overload]
+    who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))}"
+    line = f"{f['category']} on {who} ({f['impact_ms']} ms)"
+    if waited:
+        line += "; " + ", ".join(f"rank {w['rank']} waited {w['ms']} ms" for w in waited)
+    return line
 
 
 def analysis_to_dict(a: Analysis, step: int | None = None, rank: int | None = None, *,

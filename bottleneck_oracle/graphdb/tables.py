@@ -310,6 +310,9 @@ def _findings(a: Analysis, trace_id: str) -> tuple[Table, Table]:
         "step": [f.step for f in a.findings], "ranks": [list(f.ranks) for f in a.findings],
         "ops": [list(f.ops) for f in a.findings], "impact_ms": [float(f.impact_ms) for f in a.findings],
         "evidence": [f.evidence for f in a.findings], "severity": [f.severity for f in a.findings],
+        # the cause of its step (dag/cause.py), with the ranks that waited for it and how long
+        "cause": [f.cause for f in a.findings], "waiting": [list(f.waiting) for f in a.findings],
+        "waited_ms": [[float(w) for w in f.waited_ms] for f in a.findings],
     })
     finding, key = [], []
     for i, f in enumerate(a.findings):

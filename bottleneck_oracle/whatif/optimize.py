@@ -182,7 +182,7 @@ def optimize(a: Analysis, step: int, playbook: tuple[PlaybookEntry, ...], predic
     if budget < 1:
         raise ConfigError(f"optimize: the budget must be at least 1 change, got {budget}")
     base = baseline_ms(a, step)
-    ranked = _merged(_ranked(_predict_all(a, step, candidates(a, step, playbook), predictor, progress)), a)
+    ranked = _merged(_ranked(_predict_all(a, step, candidates(a, step, playbook), predictor, progress)), a, step)
     plan: list[Candidate] = []
     applied: tuple[Edit, ...] = ()
     prefix: tuple[Edit, ...] = ()  # edits of the plan ``a`` does not hold yet (when it could not be re-analysed)
@@ -204,7 +204,7 @@ def optimize(a: Analysis, step: int, playbook: tuple[PlaybookEntry, ...], predic
         known = {str(c.edit) for c in pool[1:]}
         fresh = [c for c in candidates(a, step, playbook) if str(c.edit) not in known and c.edit not in applied]
         again = _predict_all(a, step, [*pool[1:], *fresh], predictor, progress, prefix)
-        pool = [c for c in _merged(_ranked(again), a) if c.prediction is not None]
+        pool = [c for c in _merged(_ranked(again), a, step) if c.prediction is not None]
     return Plan(step, base, ranked, plan)
 
 
@@ -235,15 +235,20 @@ def _confidence(p: WhatIfPrediction, predictor: Predictor | None) -> float | Non
     return round(max(0.0, 1 - scores[kind][p.chosen] / 100), 4)
 
 
-def _ranked(cs: list[Candidate]) -> list[Candidate]:
-    return sorted(cs, key=lambda c: -c.gain_ms)  # stable: findings order breaks ties
+def _ranked(cs: list[Candidate], cause: str = "") -> list[Candidate]:
+    # stable: the step's cause, then the findings order, breaks ties
+    return sorted(cs, key=lambda c: (-c.gain_ms, c.category != cause))
 
 
-def _merged(cs: list[Candidate], a: Analysis) -> list[Candidate]:
+def _merged(cs: list[Candidate], a: Analysis, step: int) -> list[Candidate]:
     """Candidates with the same predicted time and critical path merged into the one whose finding the
-    analysis ranks first (a cause before the straggler it makes); and the fix of a straggler whose
-    lateness a finding on its own rank and step explains merged into that cause's fix."""
+    analysis ranks first (the step's cause, ``dag/cause.py``, before any other; a cause before the
+    straggler it makes); and the fix of a straggler whose lateness a finding on its own rank and step
+    explains merged into that cause's fix."""
+    cause = a.cause(step)
     order = {str(f.category): i for i, f in reversed(list(enumerate(a.findings)))}
+    if cause is not None:
+        order[str(cause.category)] = -1
     explained = _explained_stragglers(a)
     out: list[Candidate] = []
     for c in cs:
@@ -261,14 +266,15 @@ def _merged(cs: list[Candidate], a: Analysis) -> list[Candidate]:
                            keep.evidence, keep.prediction, keep.confidence, keep.error,
                            tuple(dict.fromkeys((*keep.also, drop.category))), keep.kernel_side)
         out[out.index(twin)] = merged
-    return _ranked(out)
+    return _ranked(out, str(cause.category) if cause is not None else "")
 
 
 def _explained_stragglers(a: Analysis) -> set[str]:
-    """Categories of the findings that explain a straggler: on its late rank, in its step."""
+    """Categories of the findings that explain a straggler: on its late rank, in its step, and the
+    causes that made other ranks wait (``dag/cause.py``)."""
     late = {(f.step, f.ranks) for f in a.findings if f.category == Bottleneck.STRAGGLER_RANK}
-    return {str(f.category) for f in a.findings
-            if f.category != Bottleneck.STRAGGLER_RANK and (f.step, f.ranks) in late}
+    return {str(f.category) for f in a.findings if f.category != Bottleneck.STRAGGLER_RANK
+            and ((f.step, f.ranks) in late or (f.cause and f.waiting and f.category != Bottleneck.EXPOSED_COMMUNICATION))}
 
 
 def _same(x: Candidate, y: Candidate) -> bool:

@@ -129,8 +129,18 @@ def step_rows(store: GraphStore, t: LoadedTrace) -> list[dict[str, Any]]:
 
 def _findings(store: GraphStore, t: LoadedTrace, step: int) -> list[dict[str, Any]]:
     return [{"category": f["category"], "step": f["step"], "ranks": list(f["ranks"] or []), "ops": list(f["ops"] or []),
-             "impact_ms": _ms(f["impact_ms"]), "severity": f["severity"], "evidence": f["evidence"]}
+             "impact_ms": _ms(f["impact_ms"]), "severity": f["severity"], "evidence": f["evidence"],
+             "is_cause": bool(f.get("cause")),
+             "waited": [{"rank": r, "ms": _ms(w)} for r, w in zip(f.get("waiting") or [], f.get("waited_ms") or [])]}
             for f in store.read("step_findings", {"trace": t.trace_id, "step": step})]
+
+
+def _cause(findings: list[dict[str, Any]], step: int) -> dict[str, Any] | None:
+    """The step's cause (``dag/cause.py``: what delayed it, on the rank that did, with the ranks that
+    waited and how long), else its first major finding (a chronic one when the step has none)."""
+    major = [f for f in findings if f["severity"] == "major" and f["step"] in (step, None)]
+    found = next((f for f in major if f["is_cause"] and f["step"] == step), major[0] if major else None)
+    return None if found is None else found | {"rank": found["ranks"][0] if found["ranks"] else None}
 
 
 def _top_ops(store: GraphStore, t: LoadedTrace, step: int, rank: int, k: int = TOP_OPS) -> list[dict[str, Any]]:
@@ -156,9 +166,17 @@ def explain_step(store: GraphStore, t: LoadedTrace, step: int | None = None, ran
     """One step on one rank: its wall time and attribution against the rank's median step, what its GPU
     did (``gpu``; None on a rank without GPU work, ``has_gpu`` False for a trace without GPU events) and
     its GPU-bound verdict (``gpu_bound``, None when not), the ops that carry its critical path, and the
-    findings that explain it (the cause first)."""
+    findings that explain it. ``cause``: the finding of what delayed the step (``dag/cause.py``), with
+    ``rank`` (the rank that delayed it, the one explained when no rank is asked), ``waited`` (the ranks
+    that waited for it, ``[{rank, ms}]``) and ``is_cause`` (False: no cause marked, its first major
+    finding instead)."""
     rows = _rows(store, t)
+    asked = rank
     step, rank = pick_step(store, t, step, rank, rows)
+    findings = _findings(store, t, step)
+    cause = _cause(findings, step)
+    if asked is None and cause is not None and cause["is_cause"]:  # the rank that delayed the step
+        rank = next((r["rank"] for r in rows if r["step"] == step and r["rank"] == cause["rank"]), rank)
     row = next(r for r in rows if r["step"] == step and r["rank"] == rank)
     median = _median_of(rows, rank, step)
     breakdown = _breakdown(row)
@@ -176,12 +194,10 @@ def explain_step(store: GraphStore, t: LoadedTrace, step: int | None = None, ran
                 "median_breakdown_ms": median["breakdown_ms"],
                 "delta_ms": dict(sorted(((c, _ms(breakdown[c] - median["breakdown_ms"][c])) for c in _CATS),
                                         key=lambda kv: -abs(kv[1])))}
-    findings = _findings(store, t, step)
     out["top_ops"] = _top_ops(store, t, step, rank)
     out["findings"] = findings
     # the cause of a slow step; a trace too short to have a median step can only be judged by its findings
-    major = [f for f in findings if f["severity"] == "major" and f["step"] in (step, None)]
-    out["cause"] = major[0] if major and (out["slow"] or median is None) else None
+    out["cause"] = cause if out["slow"] or median is None else None
     return out
 
 

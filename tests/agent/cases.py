@@ -53,11 +53,11 @@ def synth_job(folder: Path, inject: str, **job: object) -> Path:
 
 
 def analysis_cause(a: Analysis, step: int) -> Finding | None:
-    """What the analysis blames for ``step``: its first major finding, when the step is slow
-    (what ``workspace.steps.explain_step`` reports as the cause)."""
+    """What the analysis blames for ``step``: its cause (``dag/cause.py``), else its first major finding,
+    when the step is slow (what ``workspace.steps.explain_step`` reports as the cause)."""
     if step not in {s.step for s in a.slow_steps}:
         return None
-    return next((f for f in a.findings if f.step == step and f.severity == MAJOR), None)
+    return a.cause(step) or next((f for f in a.findings if f.step == step and f.severity == MAJOR), None)
 
 
 def _where(answer: Answer) -> str:

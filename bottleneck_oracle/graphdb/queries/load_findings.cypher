@@ -1,6 +1,6 @@
 // name: load_findings
 // mode: write
-// params: trace, cursor, idx, category, step, ranks, ops, impact_ms, evidence, severity
+// params: trace, cursor, idx, category, step, ranks, ops, impact_ms, evidence, severity, cause, waiting, waited_ms
 // returns: created
 // Creates one batch of Finding nodes (idx = rank in the analysis: major ones first, then minor
 // anomalies of steps that are not slow; largest impact first within each) and
@@ -11,7 +11,8 @@ MATCH (t:Trace {id: $trace}) WHERE t.status = 'loading' AND t.cursor = $cursor -
 UNWIND range(0, size($idx) - 1) AS i
 CREATE (f:Finding {key: $trace + ':' + toString($idx[i]), trace: $trace, idx: $idx[i],
                    category: $category[i], step: $step[i], ranks: $ranks[i], ops: $ops[i],
-                   impact_ms: $impact_ms[i], evidence: $evidence[i], severity: $severity[i]})
+                   impact_ms: $impact_ms[i], evidence: $evidence[i], severity: $severity[i], cause: $cause[i],
+                   waiting: $waiting[i], waited_ms: $waited_ms[i]})
 WITH t, count(*) AS created
 SET t.cursor = $cursor
 RETURN created
