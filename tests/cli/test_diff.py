@@ -101,3 +101,13 @@ def test_the_text_report_fits_80_columns_with_names_cut_in_the_middle(runs: dict
         assert any(n.startswith(head) and n.endswith(tail) for n in names), line
     for r in moved["critical_path"][:5]:  # every number whole
         assert f"{r['new_ms']:.3f}" in text
+
+
+def test_the_report_names_the_edit_that_takes_the_slow_run_to_the_fast_one(runs: dict[str, Path]) -> None:
+    out = _diff(runs, runs["base"], runs["stalled"], "--format", "json")
+    w = json.loads(out.stdout)["whatif"]
+    assert w["applied_to"] == "new" and w["edit"] == "fix dataloader_stall", w
+    markdown = _diff(runs, runs["base"], runs["stalled"], "--format", "markdown").stdout
+    assert f"- what-if: `fix dataloader_stall` applied to NEW (stalled) predicts {w['predicted_ms']:g} ms" in markdown
+    back = _diff(runs, runs["stalled"], runs["base"])
+    assert "what-if: `fix dataloader_stall` applied to BASE (stalled)" in back.stdout
