@@ -56,6 +56,7 @@ class Answer:
     confidence: str | None = None
     check: str | None = None
     details: list[str] = field(default_factory=list)
+    contract_problems: list[str] = field(default_factory=list)  # how the answer breaks the contract, if it does
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -211,6 +212,7 @@ class Conversation:
                         for c in calls.values()],
             llm=self.llm, grounded=bool(state.get("grounded", False)),
             ungrounded_numbers=list(state.get("ungrounded_numbers", [])),
+            contract_problems=list(state.get("contract_problems", [])),
             intent=final.response_metadata.get("intent") if isinstance(final, AIMessage) else None,
             seconds=round(time.perf_counter() - start, 3),
             extra={"results": [{"name": r.name, "args": r.args, "data": r.data} for r in results]},

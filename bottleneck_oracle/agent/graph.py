@@ -1,6 +1,7 @@
 """The agent as a LangGraph state graph: the model calls tools until it answers, then the grounding
-check runs; an answer with numbers no tool returned goes back to the model once to be repaired,
-and otherwise leaves flagged (``grounded: false`` with the numbers listed).
+check runs; an answer with numbers no tool returned, or out of the answer contract (no verdict with
+a number first, more than five evidence lines), goes back to the model once to be repaired, and
+otherwise leaves flagged (``grounded: false`` with the numbers listed, ``contract_problems``).
 
     START → model ─(tool calls)→ tools → model ─(answer)→ ground ─(repair once)→ model
                                                              └──────────────────→ END
@@ -22,7 +23,7 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 from typing_extensions import TypedDict
 
-from bottleneck_oracle.agent.grounding import ungrounded
+from bottleneck_oracle.agent.grounding import contract_problems, ungrounded
 from bottleneck_oracle.agent.offline import REPAIR_NAME, turn
 from bottleneck_oracle.errors import one_line
 from bottleneck_oracle.prompts import load
@@ -39,6 +40,7 @@ class AgentState(TypedDict, total=False):
     repairs: int
     grounded: bool
     ungrounded_numbers: list[str]
+    contract_problems: list[str]
 
 
 def system_prompt() -> str:
@@ -46,8 +48,25 @@ def system_prompt() -> str:
 
 
 def _sources(messages: Sequence[AnyMessage]) -> list[str]:
-    question, after = turn(messages)
-    return [question] + [str(m.content) for m in after if isinstance(m, ToolMessage)]
+    """What an answer may take numbers from: the questions and the tool results of the whole
+    conversation (a follow-up may restate an earlier turn's numbers)."""
+    return [str(m.content) for m in messages if isinstance(m, ToolMessage)
+            or (isinstance(m, HumanMessage) and m.name != REPAIR_NAME)]
+
+
+def _tools_answered(messages: Sequence[AnyMessage]) -> bool:
+    """Whether a tool of this turn gave a result: only then has the answer a verdict to give."""
+    return any(isinstance(m, ToolMessage) and m.status != "error" and not str(m.content).startswith('{"error"')
+               for m in turn(messages)[1])
+
+
+def _problems(missing: list[str], contract: list[str]) -> str:
+    lines = [f"- {p}: rewrite it in the form the rules give (rule 8)." for p in contract]
+    if missing:
+        lines.insert(0, f"- it states numbers that no tool returned in this conversation: {', '.join(missing)}. Use "
+                        "only numbers that appear in the tool results above (rounded as shown), or call a tool that "
+                        "returns the number you need.")
+    return "\n".join(lines)
 
 
 def _strict(reply: AIMessageChunk) -> AnyMessage:
@@ -98,10 +117,11 @@ def build_agent(model: BaseChatModel, tools: Sequence[BaseTool], checkpointer: A
     def ground(state: AgentState) -> dict[str, Any]:
         answer = str(state["messages"][-1].content)
         missing = ungrounded(answer, _sources(state["messages"]))
-        if missing and state.get("repairs", 0) < 1:
-            note = load("repair").format(numbers=", ".join(missing))
+        contract = contract_problems(answer) if _tools_answered(state["messages"]) else []
+        if (missing or contract) and state.get("repairs", 0) < 1:
+            note = load("repair").format(problems=_problems(missing, contract))
             return {"messages": [HumanMessage(note, name=REPAIR_NAME)], "repairs": state.get("repairs", 0) + 1}
-        return {"grounded": not missing, "ungrounded_numbers": missing}
+        return {"grounded": not missing, "ungrounded_numbers": missing, "contract_problems": contract}
 
     def route_ground(state: AgentState) -> str:
         last = state["messages"][-1]

@@ -1,12 +1,14 @@
-"""The grounding check: every number in an answer must appear in a tool result of the same turn
-(as the tool gave it, or rounded to the digits the answer shows) or in the question itself."""
+"""The grounding check: every number in an answer must appear in a tool result of the conversation
+(as the tool gave it, or rounded to the digits the answer shows) or in a question; and the answer
+keeps to the contract (``agent/reply.py``): its first line a verdict with a number, at most five
+evidence lines."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
 
-__all__ = ["answer_numbers", "source_numbers", "ungrounded"]
+__all__ = ["answer_numbers", "contract_problems", "source_numbers", "ungrounded"]
 
 _TOKEN = re.compile(r"[\w.#:+\-/%=]+")
 _NUMBER = re.compile(r"[-+]?(\d+(?:\.\d+)?)(?:x|×|%|ms|s|us|µs)?")
@@ -53,3 +55,17 @@ def ungrounded(answer: str, sources: Iterable[str]) -> list[str]:
         if literal not in missing:
             missing.append(literal)
     return missing
+
+
+def contract_problems(answer: str, max_evidence: int = 5) -> list[str]:
+    """How ``answer`` breaks the answer contract, each as a phrase for the repair note."""
+    lines = [line.strip() for line in answer.strip().splitlines() if line.strip()]
+    if not lines or "cannot" in lines[0].lower() or lines[0].startswith("No "):
+        return []  # saying what the traces cannot tell, or that nothing is there, needs no number
+    problems = []
+    if not answer_numbers(lines[0]):
+        problems.append("its first line is not a verdict with a number from a tool result")
+    evidence = [line for line in lines[1:] if line.startswith(("- ", "* "))]
+    if len(evidence) > max_evidence:
+        problems.append(f"it has more than {max_evidence} evidence lines")
+    return problems

@@ -58,7 +58,8 @@ def test_why_slow_is_a_reply_in_the_contract() -> None:
     assert reply.verdict == ("Step 4 is slow because of waiting for input data on rank 0 (39.0 ms): 80.25 ms on rank 0 "
                              "against a median step of 40.5 ms on that rank (39.75 ms more).")
     assert [e.tool for e in reply.evidence] == ["explain_step", "explain_step", "playbook_search"]
-    assert reply.evidence[0].text.startswith("The cause is dataloader_stall on rank(s) 0, culprit op(s) '## load_batch ##'")
+    assert reply.evidence[0].text.startswith(
+        "The cause is dataloader_stall on rank(s) 0, culprit op(s) '## load_batch ##'")
     assert reply.action == ("`fix dataloader_stall` (Prefetch), predicted to bring step 4 to 41.25 ms from 80.25 ms, "
                             "39.0 ms saved (predictor: replay)")
     assert reply.confidence == "medium: one predictor (replay 41.25 ms)"

@@ -3,7 +3,7 @@ cause and suggestions taken from the tools, questions it cannot answer, and sess
 
 from __future__ import annotations
 
-from bottleneck_oracle.agent.conversation import Conversation
+from bottleneck_oracle.agent.conversation import Answer, Conversation
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.graphdb import open_store
 from bottleneck_oracle.workspace.loaded import loaded_trace
@@ -95,8 +95,8 @@ def test_a_gpu_question_on_a_trace_without_gpu_events_says_it_cannot_tell(conver
     assert a.grounded and a.answer.startswith("This trace has no GPU events: I cannot say how busy the GPU was.")
 
 
-def _called(a: object) -> list[tuple[str, dict]]:
-    return [(c["name"], c["args"]) for c in a.tool_calls if c["name"] != "playbook_search"]  # type: ignore[attr-defined]
+def _called(a: Answer) -> list[tuple[str, dict]]:
+    return [(c["name"], c["args"]) for c in a.tool_calls if c["name"] != "playbook_search"]
 
 
 def test_follow_ups_refer_to_the_earlier_turns(agent_settings: Settings) -> None:

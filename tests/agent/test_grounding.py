@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bottleneck_oracle.agent.grounding import answer_numbers, source_numbers, ungrounded
+from bottleneck_oracle.agent.grounding import answer_numbers, contract_problems, source_numbers, ungrounded
 
 TOOL = '{"step": 5, "rank": 1, "wall_ms": 179.484, "median_ms": 32.948, "delta_ms": {"idle": 153.454}}'
 
@@ -34,3 +34,14 @@ def test_numbers_of_the_question_count_as_sources() -> None:
 
 def test_source_numbers_read_json_and_exponents() -> None:
     assert source_numbers(['{"a": -1.5, "b": 2e3, "c": "x7"}']) >= {1.5, 2000.0, 7.0}
+
+
+def test_an_answer_keeps_to_the_contract_or_says_how_it_does_not() -> None:
+    good = "Step 5 is slow: 179.484 ms on rank 1.\n- idle +153.454 ms [explain_step]\nDo: fix it\nCheck: oracle whatif"
+    assert contract_problems(good) == []
+    assert contract_problems("A host pause made step five slow.\n- 179.484 ms [explain_step]") == [
+        "its first line is not a verdict with a number from a tool result"]
+    six = "Step 5 took 179.484 ms.\n" + "\n".join(f"- line {i} [explain_step]" for i in range(6))
+    assert contract_problems(six) == ["it has more than 5 evidence lines"]
+    assert contract_problems("I cannot answer that from the traces.") == []
+    assert contract_problems("This trace has no GPU events: I cannot say how busy the GPU was.") == []

@@ -158,3 +158,30 @@ def test_chat_server_streams_usage_and_lists_models() -> None:
     assert reply.usage_metadata is not None and reply.usage_metadata["total_tokens"] == 132
     assert server.completions[0]["stream_options"] == {"include_usage": True}
     assert [m.id for m in models.data] == ["test-model"]
+
+
+def test_an_answer_without_a_verdict_first_is_sent_back_once_for_the_contract(settings: Settings) -> None:
+    loose = "A host pause made it slow.\nStep 5 took 179.484 ms on rank 1."
+    a, server = _ask(settings, [EXPLAIN, answer(loose), answer(GROUNDED)], streaming=False)
+    repair = server.completions[2]["messages"][-1]
+    assert repair["name"] == "grounding_check" and "first line is not a verdict with a number" in repair["content"]
+    assert a.answer == GROUNDED and a.verdict == GROUNDED and a.contract_problems == [] and a.grounded
+
+
+def test_a_follow_up_sees_the_earlier_turns_and_may_quote_their_numbers(settings: Settings) -> None:
+    save = "Fixing the host pause saves 146.537 ms on step 5 (predictor: replay).\nDo: fix host_pause"
+    restated = "Step 5 took 179.484 ms on rank 1 against a median step of 32.948 ms."
+    script = [EXPLAIN, answer(GROUNDED), tool_call("whatif", {"edit": "fix host_pause", "step": 5}), answer(save),
+              answer(restated)]
+    with ChatServer(script) as server:
+        with Conversation(settings, llm=LLM, model=chat_model(LLM, base_url=server.url + "/v1")) as conversation:
+            conversation.ask(QUESTION)
+            saved = conversation.ask("How much would that save?")
+            again = conversation.ask("why?")
+    follow_up = server.completions[2]["messages"]
+    assert "a follow-up refers to them" in follow_up[0]["content"]  # the system prompt says the history is there
+    assert [m["role"] for m in follow_up[1:]] == ["user", "assistant", "tool", "assistant", "user"]
+    assert follow_up[1]["content"] == QUESTION and follow_up[4]["content"] == GROUNDED
+    assert follow_up[-1]["content"] == "How much would that save?"
+    assert saved.grounded and saved.action == "fix host_pause" and saved.tool_calls[0]["name"] == "whatif"
+    assert again.tool_calls == [] and again.grounded and len(server.completions) == 5  # numbers of earlier turns
