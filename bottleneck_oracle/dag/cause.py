@@ -28,6 +28,7 @@ from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.detectors import neighbour_op
 from bottleneck_oracle.dag.finding import CAT_INDEX, MAJOR, MIN_NS, Finding, ms, top_ops
 from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.severity import bound_findings
 from bottleneck_oracle.dag.types import Bottleneck, Category
 
 __all__ = ["LATE_SHARE", "Late", "late_ranks", "with_causes"]
@@ -101,11 +102,12 @@ def with_causes(g: ExecGraph, reports: list[StepReport], findings: list[Finding]
     for r in reports:
         by_step[r.step].append(r)
     for step in sorted(steps & by_step.keys()):
-        _mark(g, out, by_step[step], step, lates.get(step, []))
+        _mark(g, out, by_step[step], step, lates.get(step, []), reports)
     return out
 
 
-def _mark(g: ExecGraph, out: list[Finding], reports: list[StepReport], step: int, lates: list[Late]) -> None:
+def _mark(g: ExecGraph, out: list[Finding], reports: list[StepReport], step: int, lates: list[Late],
+          all_reports: list[StepReport]) -> None:
     """Marks (or adds) the cause of ``step`` in ``out``."""
     wall = max(r.wall_ns for r in reports)
     late = next((x for x in lates if x.longest_ns >= max(MIN_NS, LATE_SHARE * wall)), None)
@@ -121,7 +123,7 @@ def _mark(g: ExecGraph, out: list[Finding], reports: list[StepReport], step: int
     best = max(mine, key=lambda i: weight(out[i]), default=None)
     if late is not None and (best is None or ms(late.longest_ns) >= weight(out[best])
                              or (late.rank in out[best].ranks and out[best].category in _OWN)):
-        i = _late_cause(g, out, reports, step, late)
+        i = _late_cause(g, out, reports, step, late, all_reports)
         out[i] = replace(out[i], cause=True, waiting=tuple(sorted(waited)),
                          waited_ms=tuple(ms(waited[w]) for w in sorted(waited)))
         return
@@ -137,7 +139,8 @@ def _mark(g: ExecGraph, out: list[Finding], reports: list[StepReport], step: int
         out[best] = replace(f, cause=True)
 
 
-def _late_cause(g: ExecGraph, out: list[Finding], reports: list[StepReport], step: int, late: Late) -> int:
+def _late_cause(g: ExecGraph, out: list[Finding], reports: list[StepReport], step: int, late: Late,
+                all_reports: list[StepReport]) -> int:
     """Index in ``out`` of what made ``late.rank`` late: its own finding of the step, else a finding
     made from what its critical path ran while the others waited (appended)."""
     own = [i for i, f in enumerate(out) if f.step == step and f.ranks == (late.rank,) and f.category in _OWN]
@@ -150,11 +153,13 @@ def _late_cause(g: ExecGraph, out: list[Finding], reports: list[StepReport], ste
     if category == Bottleneck.STRAGGLER_RANK and straggler:
         return straggler[0]
     waiting = ", ".join(f"{w} ({ms(n)} ms)" for w, n in sorted(late.waited_ns.items()))
-    out.append(Finding(
+    found = Finding(
         category, step, (late.rank,), ops or (g.node_name(late.op),), ms(late.longest_ns),
         f"rank {late.rank} reached {g.node_name(late.op)} of step {step} late; rank(s) {waiting} waited "
         f"inside" + (f"; before arriving, rank {late.rank} {what}" if what else ""),
-    ))
+        waiting=tuple(sorted(late.waited_ns)),
+    )
+    out.append(next(iter(bound_findings([found], all_reports)), found))  # no more than the step lost
     return len(out) - 1
 
 

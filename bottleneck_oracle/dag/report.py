@@ -19,7 +19,9 @@ from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
 from bottleneck_oracle.dag.slow_steps import compare_steps
 from bottleneck_oracle.dag.types import CATEGORIES, NodeKind
 
-__all__ = ["AnalysisDict", "PathColumns", "analysis_to_dict", "cause_text", "file_ts_us", "finding_to_dict", "TOP_CONTRIBUTORS"]
+__all__ = [
+    "AnalysisDict", "PathColumns", "analysis_to_dict", "cause_text", "file_ts_us", "finding_to_dict", "TOP_CONTRIBUTORS",
+]
 
 TOP_CONTRIBUTORS = 10  # path segments listed per step by default, largest first
 _KINDS = np.array([k.name.lower() for k in NodeKind] + ["gap"], dtype=object)  # "gap": no node

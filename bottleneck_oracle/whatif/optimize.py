@@ -273,8 +273,9 @@ def _explained_stragglers(a: Analysis) -> set[str]:
     """Categories of the findings that explain a straggler: on its late rank, in its step, and the
     causes that made other ranks wait (``dag/cause.py``)."""
     late = {(f.step, f.ranks) for f in a.findings if f.category == Bottleneck.STRAGGLER_RANK}
-    return {str(f.category) for f in a.findings if f.category != Bottleneck.STRAGGLER_RANK
-            and ((f.step, f.ranks) in late or (f.cause and f.waiting and f.category != Bottleneck.EXPOSED_COMMUNICATION))}
+    made_wait = lambda f: f.cause and f.waiting and f.category != Bottleneck.EXPOSED_COMMUNICATION  # noqa: E731
+    return {str(f.category) for f in a.findings
+            if f.category != Bottleneck.STRAGGLER_RANK and ((f.step, f.ranks) in late or made_wait(f))}
 
 
 def _same(x: Candidate, y: Candidate) -> bool:
