@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 from bottleneck_oracle.capture.capture import load_manifest
-from bottleneck_oracle.dag.analysis import Analysis
+from bottleneck_oracle.dag import points
+from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.dag.types import CATEGORIES, Bottleneck, Category, EdgeType, NodeKind
+from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.injection import Injection
 from tests.captured_data import captured, folder
 
@@ -120,3 +122,12 @@ def test_a_blocking_all_reduce_on_gloo_is_communication_not_a_host_pause() -> No
         assert len(waiter) and g.lane[waiter[0]] != g.lane[node] and g.rank[waiter[0]] == rank
         assert r.breakdown_ns[Category.COMMUNICATION] > 0.8 * r.wall_ns
         assert r.breakdown_ns[Category.IDLE] < 0.02 * r.wall_ns
+
+
+def test_without_the_collectives_tail_the_late_wake_is_idle_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The main threads of the capture above ran on 11-13 ms after the all-reduce's span closed: past the
+    1 ms of any wake-up, inside the collective's tail. With no tail allowed, the wait reads as a host
+    pause again (what the analysis said before the rule)."""
+    monkeypatch.setattr(points, "COMM_TAIL_SHARE", 0.0)
+    a = analyze(read_trace(folder("gloo_exposed_communication"), workers=1))
+    assert {f.ranks for f in a.findings if f.category == Bottleneck.HOST_PAUSE and f.step == 4} == {(0,), (1,)}
