@@ -23,8 +23,11 @@ def sse(event: str, data: object) -> str:
     return f"event: {event}\ndata: {orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY).decode()}\n\n"
 
 
-def ask_events(settings: Settings, question: str, *, trace: str | None, llm: str) -> Iterator[str]:
+def ask_events(settings: Settings, question: str, *, trace: str | None, llm: str,
+               session: str | None = None) -> Iterator[str]:
     """Starts answering ``question`` about ``trace`` (default: the newest loaded) and returns its events.
+    ``session``: the client's conversation, kept in the workspace, so a follow-up refers to the earlier
+    answers of that client.
 
     The agent is built and the trace resolved before this returns, so that a bad model name or a
     trace that is not there fails the request itself; the question is then answered in a thread of
@@ -35,7 +38,7 @@ def ask_events(settings: Settings, question: str, *, trace: str | None, llm: str
     """
     from bottleneck_oracle.agent.conversation import Conversation
 
-    conversation = Conversation(settings, trace=trace, llm=llm)
+    conversation = Conversation(settings, trace=trace, llm=llm, session=f"web:{session}" if session else None)
     try:
         conversation.context.resolve()
     except BaseException:

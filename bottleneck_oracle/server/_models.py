@@ -201,3 +201,6 @@ class AskIn(BaseModel):
     question: str = Field(min_length=1, max_length=2000)
     trace: str | None = Field(default=None, description="id or name; default: the newest loaded")
     llm: str = Field(default="offline", description="'offline' or 'openai:MODEL'")
+    session: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$",
+                                description="the client's conversation: a follow-up in the same session "
+                                            "refers to the earlier answers")

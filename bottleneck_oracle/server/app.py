@@ -61,7 +61,8 @@ _UPLOAD_BODY = {"requestBody": {"required": True, "content": {"multipart/form-da
                   "description": "one Kineto trace per rank, .json or .json.gz"},
         "name": {"type": "string", "description": "the trace's name (default: upload-<id>)"}}}}}}}
 _SSE_DATA = {"tool": ["name", "args"], "tool_done": ["name", "ms", "ok"], "error": ["detail"],
-             "answer": ["question", "answer", "answered", "cause", "tool_calls", "grounded"]}
+             "answer": ["question", "answer", "answered", "cause", "tool_calls", "grounded", "verdict", "evidence",
+                        "action", "confidence", "check"]}
 _SSE_EVENT = {"anyOf": [{  # one event of /api/ask: its name, and its data as one line of JSON
     "type": "object", "required": ["event", "data"],
     "properties": {"event": {"const": name}, "data": {
@@ -262,8 +263,8 @@ def _api(settings: Settings, token: str | None, limit_bytes: int) -> APIRouter:
               "content": {"text/event-stream": {"schema": _SSE_EVENT}}}, **_errors(404, 503)})
     def ask(body: m.AskIn) -> StreamingResponse:
         trace = entry(body.trace).trace_id if body.trace else None
-        return StreamingResponse(ask_events(settings, body.question, trace=trace, llm=body.llm),
-                                 media_type="text/event-stream",
+        events = ask_events(settings, body.question, trace=trace, llm=body.llm, session=body.session)
+        return StreamingResponse(events, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     return api

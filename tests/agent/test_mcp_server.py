@@ -29,6 +29,10 @@ CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "step5": ("explain_step", {"step": 5}),
     "step42": ("explain_step", {"step": 42}),
     "bad_args": ("explain_step", {"step": "five"}),
+    "ask_why": ("ask", {"question": "Why is step 5 slow?"}),  # then two follow-ups in the same session
+    "ask_do": ("ask", {"question": "What should I do about it?"}),
+    "ask_save": ("ask", {"question": "How much would that save?"}),
+    "ask_empty": ("ask", {"question": " "}),
 }
 
 
@@ -94,7 +98,7 @@ def test_mcp_initialize_names_the_server_and_offers_tools(served: Served) -> Non
 
 def test_mcp_lists_every_tool_with_its_description_and_schema(served: Served) -> None:
     by_name = {t.name: t for t in served.tools}
-    assert sorted(by_name) == sorted(TOOL_NAMES) and len(TOOL_NAMES) == 12
+    assert sorted(by_name) == sorted([*TOOL_NAMES, "ask"]) and by_name["ask"].input_schema["required"] == ["question"]
     for tool in served.tools:
         assert tool.description and tool.input_schema["type"] == "object", tool.name
     props = {name: set(t.input_schema.get("properties", {})) for name, t in by_name.items()}
@@ -136,6 +140,19 @@ def test_mcp_bad_arguments_are_an_error_result(served: Served) -> None:
     result = served.results["bad_args"]
     assert result.is_error
     assert "explain_step: bad arguments: step" in _doc(result)["error"]
+
+
+def test_mcp_ask_answers_in_the_contract_and_keeps_the_clients_conversation(served: Served) -> None:
+    why, do, save = (_doc(served.results[k]) for k in ("ask_why", "ask_do", "ask_save"))
+    assert not any(served.results[k].is_error for k in ("ask_why", "ask_do", "ask_save"))
+    assert served.results["ask_why"].structured_content == why
+    assert why["verdict"].startswith("Step 5 is slow because") and why["cause"]["category"] == "host_pause"
+    assert why["evidence"] and all(e["tool"] for e in why["evidence"]) and why["action"] and why["check"]
+    assert [(c["name"], c["args"]) for c in do["tool_calls"]] == [("optimize", {"step": 5, "budget": 1})], do
+    assert [(c["name"], c["args"]) for c in save["tool_calls"]] == [("whatif", {"edit": "fix host_pause", "step": 5})]
+    assert save["suggestions"][0]["gain_ms"] == why["suggestions"][0]["gain_ms"] and save["grounded"]
+    empty = served.results["ask_empty"]
+    assert empty.is_error and "question" in _doc(empty)["error"]
 
 
 def test_mcp_unknown_tool_is_a_protocol_error(served: Served) -> None:

@@ -105,14 +105,17 @@ def run_whatif(page: Page, edit: str) -> dict[str, Any]:
 
 
 def ask(page: Page, question: str) -> dict[str, Any]:
-    """Asks in the chat panel; returns {"state", "answer", "cause", "tools": [tool lines as shown]}."""
+    """Asks in the chat panel; returns {"state", "answer", "cause", "verdict", "check", "tools": [tool lines
+    as shown]}."""
     page.eval_on_selector("#chat-answer", "n => { n.dataset.state = ''; }")
     page.fill("#chat-input", question)
     page.click("#chat-send")
     page.wait_for_selector("#chat-answer[data-state='done'], #chat-answer[data-state='error']",
                            timeout=ASK_TIMEOUT_MS)
     return page.evaluate("""() => { const a = document.getElementById('chat-answer');
+        const part = (sel) => { const n = a.querySelector(sel); return n ? n.textContent : null; };
         return {state: a.dataset.state, answer: a.textContent, cause: a.dataset.cause || null,
+                verdict: part('.verdict'), check: part('code'),
                 tools: [...document.querySelectorAll('#chat-tools li[data-tool]')].map(li => li.textContent)}; }""")
 
 

@@ -132,6 +132,26 @@ def test_ask_streams_the_tool_calls_then_the_answer(server: str, uploaded: dict[
     assert "179.484 ms" in answer["answer"] and "rank 1" in answer["answer"]
 
 
+def _answer(server: str, question: str, session: str | None) -> dict[str, Any]:
+    body = {"question": question, "trace": "gpt_2rank"} | ({"session": session} if session else {})
+    events = _events(httpx.post(f"{server}/api/ask", json=body, timeout=300))
+    assert events[-1][0] == "answer", events
+    return events[-1][1]
+
+
+def test_ask_keeps_one_conversation_per_client_session(server: str, uploaded: dict[str, Any]) -> None:
+    why = _answer(server, "Why is step 5 slow?", "client-a")
+    assert why["verdict"].startswith("Step 5 is slow because") and why["verdict"] == why["answer"].splitlines()[0]
+    assert why["evidence"] and all(e["tool"] for e in why["evidence"]) and why["action"] and why["check"]
+    save = _answer(server, "How much would that save?", "client-a")
+    assert [(c["name"], c["args"]) for c in save["tool_calls"]] == [("whatif", {"edit": "fix host_pause", "step": 5})]
+    assert save["suggestions"][0]["gain_ms"] == why["suggestions"][0]["gain_ms"]
+    other = _answer(server, "How much would that save?", "client-b")  # another client's conversation is its own
+    assert not other["answered"] and other["tool_calls"] == []
+    bad = httpx.post(f"{server}/api/ask", json={"question": "why?", "session": "a b<script>"}, timeout=60)
+    assert bad.status_code == 400 and "session" in bad.json()["detail"]
+
+
 def test_ask_about_a_trace_that_is_not_there_is_404(server: str, uploaded: dict[str, Any]) -> None:
     detail = _one_line_error(httpx.post(f"{server}/api/ask", json={"question": "why?", "trace": "no-such-run"}), 404)
     assert "no-such-run" in detail and "gpt_2rank" in detail

@@ -114,6 +114,10 @@ def test_page_slow_step_timeline_whatif_and_chat(browser: Any, server: str, uplo
     assert answer["state"] == "done", answer
     assert answer["cause"] == cause and f"The cause is {cause}" in answer["answer"], answer
     assert any(t.startswith("→ explain_step(") and "✓" in t for t in answer["tools"]), answer["tools"]
+    assert answer["verdict"].startswith(f"Step {step} is slow because") and answer["check"].startswith("oracle whatif")
+    follow_up = ask_chat(page, "How much would that save?")  # the page's conversation goes on
+    assert follow_up["state"] == "done" and follow_up["verdict"].startswith(f"With `fix {cause}`, step {step}")
+    assert [t for t in follow_up["tools"] if t.startswith("→ whatif(")], follow_up["tools"]
     assert not errors, errors
 
 

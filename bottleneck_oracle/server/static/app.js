@@ -162,12 +162,36 @@ async function runWhatIf(ev) {
   }
 }
 
+// One conversation per page: follow-ups ("what should I do about it?") refer to its earlier answers.
+function chatSession() {
+  if (!state.chatSession) {
+    const random = window.crypto && crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random()}`;
+    state.chatSession = `page-${random.replace(/[^A-Za-z0-9-]/g, "")}`.slice(0, 64);
+  }
+  return state.chatSession;
+}
+
 function toolLabel(data) {
   const args = Object.entries(data.args || {}).map(([k, v]) => {
     const s = typeof v === "string" ? `'${v.length > 60 ? `${v.slice(0, 57)}...` : v}'` : JSON.stringify(v);
     return `${k}=${s}`;
   });
   return `→ ${data.name}(${args.join(", ")})`;
+}
+
+// The answer contract: the verdict first, the evidence with the tool each line came from, Do, Check.
+// Trace strings are in every field: they only ever become text nodes.
+function showReply(answer, data) {
+  if (!data.verdict) { answer.textContent = data.answer || ""; return; }
+  const parts = [el("strong", { class: "verdict" }, data.verdict)];
+  for (const e of data.evidence || []) {
+    parts.push("\n", el("span", { class: "evidence" }, `- ${e.text}`), el("span", { class: "hint" }, e.tool ? ` [${e.tool}]` : ""));
+  }
+  if (data.action) {
+    parts.push("\n", el("span", { class: "action" }, `Do: ${data.action}${data.confidence ? ` (confidence: ${data.confidence})` : ""}`));
+  }
+  if (data.check) parts.push("\n", el("span", { class: "check" }, "Check: "), el("code", {}, data.check));
+  answer.replaceChildren(...parts);
 }
 
 function onChatEvent(event, data, tools, answer) {
@@ -177,7 +201,7 @@ function onChatEvent(event, data, tools, answer) {
     const li = [...tools.querySelectorAll("li.running")].find((n) => n.dataset.tool === data.name);
     if (li) { li.className = "done"; li.append(` ✓ ${data.ms ?? ""}${data.ms !== undefined ? " ms" : ""}`); }
   } else if (event === "answer") {
-    answer.textContent = data.answer || "";
+    showReply(answer, data);
     answer.dataset.cause = (data.cause && data.cause.category) || "";
     answer.dataset.state = "done";
   } else if (event === "error") {
@@ -197,7 +221,7 @@ async function ask(ev) {
   answer.dataset.state = "running";
   $("chat-send").disabled = true;
   try {
-    await streamEvents("api/ask", { question, trace: state.trace, llm: "offline" },
+    await streamEvents("api/ask", { question, trace: state.trace, llm: "offline", session: chatSession() },
                        (event, data) => onChatEvent(event, data, tools, answer));
     if (answer.dataset.state === "running") { answer.textContent = "the stream ended with no answer"; answer.dataset.state = "error"; }
   } catch (err) {
