@@ -116,12 +116,13 @@ def blind_claim(cases: Sequence[Case]) -> Claim:
 
 
 def findings_claim(case: Case, settings: Settings) -> Claim:
-    """The analysis's top major finding of the case's trace (no agent, the question unread)."""
-    findings = open_trace(case.trace, settings).analysis.findings
-    major = [f for f in findings if f.severity == MAJOR]
+    """The analysis's top major finding of the case's trace, or the cause of its step (``dag/cause.py``)
+    where one is marked (no agent, the question unread)."""
+    analysis = open_trace(case.trace, settings).analysis
+    major = [f for f in analysis.findings if f.severity == MAJOR]
     if not major:
         return Claim(NONE, None, top=(NONE,))
-    f = major[0]
+    f = (analysis.cause(major[0].step) if major[0].step is not None else None) or major[0]
     return Claim(f.category.value, f.step, tuple(f.ranks), tuple(f.ops), f.evidence,
                  tuple(dict.fromkeys(g.category.value for g in major)))
 
