@@ -5,6 +5,7 @@ fetches one endpoint from it and it is stopped at the end, with the workspace's 
 from __future__ import annotations
 
 import os
+import re
 import runpy
 from pathlib import Path
 
@@ -89,3 +90,23 @@ def test_the_three_first_errors_are_what_the_tool_says(tmp_path: Path, real_trac
     p = run_oracle("analyze", real_traces / "hta" / "cp_alexnet", env={**os.environ, "COLUMNS": "200"})
     assert p.returncode == 0 and "no steps (no ProfilerStep annotation): the whole trace is one step" in p.stdout
     _readme_row("no steps (no ProfilerStep annotation): the whole trace is one step")
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's anchors of a page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    heads = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", page.read_text(), flags=re.S), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
+def test_every_link_of_the_readme_and_docs_resolves() -> None:
+    broken = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for link in re.findall(r"\]\(([^)\s]+)\)", text):
+            if link.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = link.partition("#")
+            target = (page.parent / path).resolve() if path else page
+            if not target.exists() or (anchor and target.suffix == ".md" and anchor not in _anchors(target)):
+                broken.append(f"{page.relative_to(REPO)}: {link}")
+    assert not broken, "broken links:\n" + "\n".join(broken)
