@@ -19,9 +19,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from bottleneck_oracle.agent.intents import Slots
 from bottleneck_oracle.agent.planner import edit_for
 
-__all__ = ["REPAIR_NAME", "TurnContext", "context_of", "resolve", "slots_of_edit"]
+__all__ = ["RECENT_TURNS", "REPAIR_NAME", "TurnContext", "context_of", "recent", "resolve", "slots_of_edit"]
 
 REPAIR_NAME = "grounding_check"  # the name on the message the grounding check sends back: no question
+RECENT_TURNS = 4  # follow-ups refer to the last few turns; a long session is not re-read whole each turn
 
 _ANAPHOR = re.compile(r"\b(it|that|this|there|these|those|the same( step)?)\b", re.I)
 _AGAIN_RANK = re.compile(r"^\W*(?:and|but|ok|so)?\s*(?:(?:what|how) about\s*)?(?:on|for|in|with|at)?\s*"
@@ -46,6 +47,18 @@ class TurnContext:
     rank: int | None = None
     cause: str | None = None
     edit: str | None = None
+
+
+def recent(messages: Sequence[BaseMessage], turns: int = RECENT_TURNS) -> list[BaseMessage]:
+    """The messages of the last ``turns`` questions (the current one included, if asked)."""
+    seen = 0
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, HumanMessage) and m.name != REPAIR_NAME:
+            seen += 1
+            if seen == turns:
+                return list(messages[i:])
+    return list(messages)
 
 
 def _parsed(content: object) -> dict:

@@ -23,6 +23,7 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 from typing_extensions import TypedDict
 
+from bottleneck_oracle.agent.context import recent
 from bottleneck_oracle.agent.grounding import contract_problems, ungrounded
 from bottleneck_oracle.agent.offline import REPAIR_NAME, turn
 from bottleneck_oracle.errors import one_line
@@ -48,9 +49,9 @@ def system_prompt() -> str:
 
 
 def _sources(messages: Sequence[AnyMessage]) -> list[str]:
-    """What an answer may take numbers from: the questions and the tool results of the whole
-    conversation (a follow-up may restate an earlier turn's numbers)."""
-    return [str(m.content) for m in messages if isinstance(m, ToolMessage)
+    """What an answer may take numbers from: the questions and the tool results of the last few turns
+    (a follow-up may restate an earlier turn's numbers)."""
+    return [str(m.content) for m in recent(messages) if isinstance(m, ToolMessage)
             or (isinstance(m, HumanMessage) and m.name != REPAIR_NAME)]
 
 

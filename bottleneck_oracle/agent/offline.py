@@ -17,7 +17,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from bottleneck_oracle.agent.answers import missing_tools, write_reply
-from bottleneck_oracle.agent.context import REPAIR_NAME, context_of, resolve
+from bottleneck_oracle.agent.context import REPAIR_NAME, context_of, recent, resolve
 from bottleneck_oracle.agent.intents import classify, read_slots
 from bottleneck_oracle.agent.planner import Result, next_calls
 
@@ -67,7 +67,7 @@ class OfflinePlanner(BaseChatModel):
         question, after = turn(messages)
         intent = classify(question).name if question.strip() else "out_of_scope"
         # the earlier turns' step, rank, cause and edit resolve "it", "that", "and on rank 1?"
-        context = context_of(messages[:len(messages) - len(after) - 1] if question else [])
+        context = context_of(recent(messages[:len(messages) - len(after) - 1]) if question else [])
         intent, slots = resolve(question, intent, read_slots(question), context)
         results = turn_results(after)
         available = set(kwargs.get("tool_names") or ())

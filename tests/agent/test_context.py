@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from bottleneck_oracle.agent.context import REPAIR_NAME, TurnContext, context_of, resolve, slots_of_edit
+from bottleneck_oracle.agent.context import REPAIR_NAME, TurnContext, context_of, recent, resolve, slots_of_edit
 from bottleneck_oracle.agent.intents import Slots, read_slots
 from bottleneck_oracle.agent.planner import edit_for
 
@@ -77,3 +77,11 @@ def test_an_edit_reads_back_into_the_slots_that_make_it(edit: str) -> None:
     if not edit.startswith(("data_parallel", "microbatches")):  # optimize's edits carry their step
         assert edit_for(slots_of_edit(f"{edit} step=5")) == edit
     assert slots_of_edit("set op=gemm 3") == Slots()
+
+
+def test_only_the_last_turns_are_read_back() -> None:
+    history = [m for i in range(6) for m in _turn(f"why is step {i} slow?", "why_slow",
+                                                      ("explain_step", {"step": i}, EXPLAINED | {"step": i}))]
+    kept = recent(history, 2)
+    assert [m.content for m in kept if isinstance(m, HumanMessage)] == ["why is step 4 slow?", "why is step 5 slow?"]
+    assert recent(history[:3], 4) == history[:3] and context_of(recent(history)).step == 5
