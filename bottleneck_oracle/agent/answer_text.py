@@ -39,11 +39,11 @@ def confidence_of(predicted: dict[str, float], chosen: str, agree_pct: float = 1
     """How sure a prediction is, from the predictors the what-if ran: high when they agree within
     ``agree_pct`` percent, medium when they differ or only one ran. Only the tools' numbers are written."""
     values = [v for v in predicted.values() if v is not None]
-    each = ", ".join(f"{k} {v} ms" for k, v in predicted.items())
     if len(values) < 2:
-        return f"medium: one predictor ({each})"
+        return f"medium: only {chosen} predicted it"
+    each = ", ".join(f"{k} {v} ms" for k, v in predicted.items())
     spread = (max(values) - min(values)) / max(max(values), 1e-9) * 100
-    return f"{'high' if spread <= agree_pct else 'medium'}: trusted {chosen}; {each}"
+    return f"high: the predictors agree, {each}" if spread <= agree_pct else f"medium: trusted {chosen}; {each}"
 
 
 def whatif_check(trace: str | None, edit: str, step: int | None) -> str:

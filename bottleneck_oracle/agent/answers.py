@@ -101,10 +101,12 @@ def _why_slow(results: list[Result], intent: str) -> Reply:
     if bound is not None:
         evidence += [Evidence(bound.verdict, "explain_step"), *bound.evidence]
     entries = remedies_first(result_of(results, "playbook_search"), cause["category"])
-    evidence += [Evidence(template("remedy", title=r["title"], remedy=r["remedy"].rstrip(".")), "playbook_search")
-                 for r in entries]
+    playbook = [Evidence(template("remedy", title=r["title"], remedy=r["remedy"].rstrip(".")), "playbook_search")
+                for r in entries]
     w = result_of(results, "whatif")
-    return Reply(_verdict(e, cause), evidence, **_fix(w, entries, e.get("trace")))
+    reply = Reply(_verdict(e, cause), evidence + playbook[:1], **_fix(w, entries, e.get("trace")))
+    reply.details = [f"{p.text} [{p.tool}]" for p in playbook[1:]]  # the next remedy, with --verbose
+    return reply
 
 
 def _whatif(w: dict[str, Any], trace: str | None) -> Reply:

@@ -10,13 +10,13 @@ def test_deltas_are_signed_and_small_ones_left_out() -> None:
 
 
 def test_confidence_is_high_only_when_the_predictors_agree() -> None:
-    assert confidence_of({"replay": 32.947, "gnn_replay": 33.1}, "replay").startswith("high: trusted replay")
+    assert confidence_of({"replay": 32.947, "gnn_replay": 33.1}, "replay").startswith("high: the predictors agree")
     assert confidence_of({"replay": 32.9, "gnn": 60.0}, "gnn") == "medium: trusted gnn; replay 32.9 ms, gnn 60.0 ms"
-    assert confidence_of({"replay": 41.25}, "replay") == "medium: one predictor (replay 41.25 ms)"
+    assert confidence_of({"replay": 41.25}, "replay") == "medium: only replay predicted it"
 
 
 def test_the_check_is_a_whatif_command_then_a_reprofile() -> None:
     check = whatif_check("gpt_2rank", "fix host_pause", 5)
     assert check.startswith("oracle whatif gpt_2rank --edit 'fix host_pause' --step 5")
-    assert "oracle diff gpt_2rank" in check and "--step" not in whatif_check(None, "fix x", None)
+    assert "re-profile and run oracle diff gpt_2rank" in check and "--step" not in whatif_check(None, "fix x", None)
     assert template("error", error="boom") == "I cannot answer this: boom"
