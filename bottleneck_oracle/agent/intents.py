@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bottleneck_oracle.graphdb.embedding import Embedder
+from bottleneck_oracle.graphdb.embedding import Embedder, cached_embed
 from bottleneck_oracle.prompts import load_yaml
 
 __all__ = ["INTENTS", "Intent", "Slots", "classify", "embedder", "read_slots"]
@@ -35,7 +35,7 @@ def _examples() -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
     raw = load_yaml("intents")
     labels = tuple(intent for intent, questions in raw.items() for _ in questions)
     texts = tuple(q for questions in raw.values() for q in questions)
-    return labels, texts, embedder().embed(list(texts))
+    return labels, texts, cached_embed(texts, embedder)  # the model loads only when the examples changed
 
 
 INTENTS = ("why_slow", "straggler", "critical_path", "compare_steps", "compare_runs", "whatif", "optimize",

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from bottleneck_oracle.agent.intents import Slots, embedder
+from bottleneck_oracle.graphdb.embedding import cached_embed
 from bottleneck_oracle.prompts import load_yaml
 
 __all__ = ["Call", "Result", "edit_for", "next_calls"]
@@ -65,7 +66,7 @@ def edit_for(slots: Slots) -> str | None:
 @functools.cache
 def _cypher_templates() -> tuple[tuple[dict[str, Any], ...], np.ndarray]:
     templates = tuple(load_yaml("cypher"))
-    return templates, embedder().embed([t["question"] for t in templates])
+    return templates, cached_embed([t["question"] for t in templates], embedder)
 
 
 def cypher_call(question: str, slots: Slots) -> Call:

@@ -24,7 +24,7 @@ from bottleneck_oracle.truth.edits import format_edit
 from bottleneck_oracle.workspace import steps as step_questions
 from bottleneck_oracle.workspace.diff import diff_traces
 from bottleneck_oracle.workspace.loaded import LoadedTrace, loaded_trace
-from bottleneck_oracle.workspace.whatif import optimize_trace, whatif_trace
+from bottleneck_oracle.workspace.whatif import model_is_scored, optimize_trace, whatif_trace
 
 __all__ = ["TOOL_NAMES", "ToolContext", "args_key", "make_tools"]
 
@@ -191,7 +191,9 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
 
     def whatif(edit: str, step: int | None = None, trace: str | None = None) -> dict[str, Any]:
         t = ctx.resolve(trace)
-        return _whatif_summary(whatif_trace(t.trace_id, [edit], ctx.settings, step=step))
+        # the graph model (torch, seconds to load) only for an edit whose model prediction can be the one chosen
+        return _whatif_summary(whatif_trace(t.trace_id, [edit], ctx.settings, step=step,
+                                            model=model_is_scored([edit])))
 
     def optimize(step: int | None = None, budget: int = 3, trace: str | None = None) -> dict[str, Any]:
         # ranked by the replay alone: the graph model costs most of a second per candidate on a large step, and

@@ -4,13 +4,14 @@ model loaded once per process, and the engine (``whatif/``) called."""
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.graphdb.playbook import read_playbook
-from bottleneck_oracle.truth.edits import Edit, parse_edit
+from bottleneck_oracle.truth.edits import Edit, edit_type, parse_edit
 from bottleneck_oracle.whatif.optimize import Plan, optimize
 from bottleneck_oracle.whatif.predict import WhatIfPrediction, check_step, predict_whatif
 from bottleneck_oracle.whatif.verify import verify_plan
@@ -19,7 +20,9 @@ from bottleneck_oracle.workspace.traces import open_trace
 if TYPE_CHECKING:
     from bottleneck_oracle.gnn.predict import Predictor
 
-__all__ = ["graph_model", "optimize_trace", "whatif_trace"]
+__all__ = ["graph_model", "model_is_scored", "optimize_trace", "whatif_trace"]
+
+_SHIPPED_CONFIG = Path(__file__).resolve().parents[1] / "gnn" / "checkpoint" / "config.json"
 
 
 @functools.cache
@@ -28,6 +31,19 @@ def graph_model(checkpoint: Path | None = None) -> Predictor:
     from bottleneck_oracle.gnn.predict import Predictor
 
     return Predictor(checkpoint)
+
+
+def model_is_scored(edits: Sequence[str | Edit]) -> bool:
+    """Whether the shipped graph model has a recorded what-if score for these edits' one type: only
+    then can its prediction be the one chosen (``whatif/predict.py``), so only then is it worth loading
+    (torch takes seconds). Read from the checkpoint's config.json, without torch."""
+    types = {edit_type(e if isinstance(e, Edit) else parse_edit(e)) for e in edits}
+    try:
+        metrics = json.loads(_SHIPPED_CONFIG.read_text()).get("metrics", {})
+    except (OSError, ValueError):
+        return False
+    scored = metrics.get("splits", {}).get("test", {}).get("whatif", {})
+    return len(types) == 1 and next(iter(types)) in scored
 
 
 def whatif_trace(ref: str | Path | Sequence[Path], edits: Sequence[str | Edit], settings: Settings, *,

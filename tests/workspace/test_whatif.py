@@ -9,8 +9,16 @@ import pytest
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.workspace.traces import known_traces
-from bottleneck_oracle.workspace.whatif import optimize_trace, whatif_trace
+from bottleneck_oracle.workspace.whatif import model_is_scored, optimize_trace, whatif_trace
 from tests.whatif.cases import fault
+
+
+def test_the_graph_model_is_wanted_only_for_edits_it_has_a_recorded_score_for() -> None:
+    # the shipped checkpoint's held-out scores cover a faster all-reduce, not a fix (replay is chosen for it)
+    assert model_is_scored(["scale op=allreduce x2"]) and not model_is_scored(["fix host_pause"])
+    assert not model_is_scored(["scale op=allreduce x2", "scale op=gemm x2"])  # two types: no single score
+    with pytest.raises(ConfigError):
+        model_is_scored(["faster x2"])
 
 
 def test_a_bad_edit_fails_before_anything_is_read(tmp_path: Path) -> None:
