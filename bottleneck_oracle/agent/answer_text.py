@@ -51,4 +51,6 @@ def whatif_check(trace: str | None, edit: str, step: int | None) -> str:
     with the run."""
     name = trace or "TRACE"
     at = f" --step {step}" if step is not None else ""
+    if step is not None:  # optimize's edits name their step; --step says it once
+        edit = " ".join(w for w in edit.split() if w != f"step={step}")
     return template("check_whatif", trace=name, edit=edit.replace("'", ""), at=at)

@@ -143,7 +143,7 @@ def _optimize(o: dict[str, Any], trace: str | None) -> Reply:
     return Reply(template("optimize_first", **first | {"step": o["step"], "baseline_ms": o["baseline_ms"]}), evidence,
                  action=template("optimize_action", remedy=remedies[0] if remedies else first["category"],
                                  edit=first["edit"], gain_ms=first["gain_ms"], predictor=first["predictor"]),
-                 confidence=str(sure) if sure is not None else f"predictor {first['predictor']}",
+                 confidence=str(sure) if sure is not None else f"medium: predicted by {first['predictor']} alone",
                  check=whatif_check(trace, first["edit"], o["step"]))
 
 

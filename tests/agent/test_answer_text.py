@@ -18,5 +18,6 @@ def test_confidence_is_high_only_when_the_predictors_agree() -> None:
 def test_the_check_is_a_whatif_command_then_a_reprofile() -> None:
     check = whatif_check("gpt_2rank", "fix host_pause", 5)
     assert check.startswith("oracle whatif gpt_2rank --edit 'fix host_pause' --step 5")
+    assert whatif_check("t", "fix host_pause step=5", 5).startswith("oracle whatif t --edit 'fix host_pause' --step 5;")
     assert "re-profile and run oracle diff gpt_2rank" in check and "--step" not in whatif_check(None, "fix x", None)
     assert template("error", error="boom") == "I cannot answer this: boom"

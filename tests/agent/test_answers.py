@@ -72,4 +72,25 @@ def test_why_slow_is_a_reply_in_the_contract() -> None:
 def test_the_ranks_that_waited_for_the_cause_are_in_the_verdict() -> None:
     cause = EXPLAINED["cause"] | {"rank": 0, "waited": [{"rank": 1, "ms": 38.5}]}
     text = _answer("why_slow", "why is step 4 slow?", Result("explain_step", {}, EXPLAINED | {"cause": cause}))
-    assert "because of waiting for input data on rank 0:" in text.splitlines()[0] and "rank(s) 1 waited in it (38.5 ms)" in text.splitlines()[0]
+    verdict = text.splitlines()[0]
+    assert "because of waiting for input data on rank 0:" in verdict and "rank(s) 1 waited in it (38.5 ms)" in verdict
+
+
+def test_what_to_change_first_is_the_plans_first_edit_with_its_remedy_and_check() -> None:
+    optimize = {"step": 5, "baseline_ms": 179.484, "plan": [
+        {"edit": "fix host_pause step=5", "category": "host_pause", "predicted_ms": 32.947, "gain_ms": 146.537,
+         "predictor": "replay"}], "candidates": [
+        {"edit": "fix host_pause step=5", "category": "host_pause", "gain_ms": 146.537, "predictor": "replay",
+         "confidence": None, "remedies": ["Stop garbage-collection pauses"]},
+        {"edit": "scale op=allreduce x2", "category": "exposed_communication", "gain_ms": 1.5, "predictor": "gnn",
+         "confidence": None, "remedies": []}]}
+    reply = write_reply("optimize", read_slots("what should I change first?"),
+                        [Result("optimize", {}, optimize), Result("list_steps", {}, {"trace": "gpt_2rank"})])
+    assert reply.verdict.startswith("Change first on step 5: `fix host_pause step=5` (host_pause)")
+    assert reply.action == ("Stop garbage-collection pauses: `fix host_pause step=5`, 146.537 ms saved "
+                            "(predictor: replay)")
+    assert reply.confidence == "medium: predicted by replay alone"
+    assert reply.check is not None
+    assert reply.check.startswith("oracle whatif gpt_2rank --edit 'fix host_pause' --step 5;")
+    assert "`scale op=allreduce x2` (exposed_communication) 1.5 ms (gnn)" in reply.evidence[-1].text
+    assert ungrounded(reply.render(), [json.dumps(optimize)]) == []
