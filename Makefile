@@ -24,6 +24,9 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[capture,gnn,dev,integrations,neo4j,embed,agent,server]' 'torch==2.13.0'
 	@# an editable install writes no bytecode: without it every command would compile the package first
 	$(PY) -m compileall -q bottleneck_oracle
+	@# the intent examples' and cypher templates' vectors, cached by their text (graphdb/embedding.py): the
+	@# first `oracle ask` then needs no model run; an edited example file is embedded anew on first use
+	$(PY) -c "from bottleneck_oracle.agent.intents import Slots, classify; from bottleneck_oracle.agent.planner import cypher_call; classify('why is step 3 slow?'); cypher_call('how many ops are there?', Slots())"
 	touch $@
 
 # The shipped example: its analysis, loaded into the embedded graph database, then asked (offline).
@@ -56,6 +59,7 @@ bench: setup
 	$(PY) benchmarks/bench_gnn.py
 	$(PY) benchmarks/bench_whatif.py
 	$(PY) benchmarks/bench_page.py
+	$(PY) benchmarks/bench_ask.py --whole 10
 
 clean:
 	rm -rf $(VENV) .oracle .pytest_cache
