@@ -181,6 +181,7 @@ def write_reply(intent: str, slots: Slots, results: list[Result], trace: str | N
     details hold the intent and every line the short answer leaves out. ``trace``: the trace's name
     for the check's command, when no result names it."""
     from bottleneck_oracle.agent.answers_describe import describe
+    from bottleneck_oracle.agent.answers_questions import answer_question
 
     errors = [r.data["error"] for r in results if not r.ok]
     trace = _trace_name(results) or trace
@@ -198,6 +199,8 @@ def write_reply(intent: str, slots: Slots, results: list[Result], trace: str | N
         reply = _optimize(o, trace)
     elif intent == "seen_before":
         reply = _seen(results)
+    elif (asked := answer_question(intent, results, slots.category, edit_for(slots) is None)) is not None:
+        reply = asked  # the questions asked next (answers_questions.py)
     else:
         reply = describe(intent, results) or Reply(template("out_of_scope"))
     reply.details = [*reply.details, template("footer", intent=intent)]

@@ -39,7 +39,8 @@ def _examples() -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
 
 
 INTENTS = ("why_slow", "straggler", "critical_path", "compare_steps", "compare_runs", "whatif", "optimize",
-           "seen_before", "list_steps", "gpu_busy", "list_traces", "cypher", "out_of_scope")
+           "seen_before", "list_steps", "gpu_busy", "list_traces", "cypher", "step_time", "top_ops", "job_bound",
+           "rank_like_peers", "whatif_run", "slowest_step", "explain_category", "out_of_scope")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +104,7 @@ CATEGORY_WORDS: tuple[tuple[str, str], ...] = (
     (r"\bsync|synchroni[sz]|\.item\(\)|blocking copy", "host_sync"),
     (r"checkpoint", "checkpoint_stall"), (r"launch overhead|kernel launch|tiny kernels", "launch_overhead"),
     (r"bubble", "pipeline_bubble"), (r"exposed comm|communication on the critical path", "exposed_communication"),
-    (r"slow compute|slower compute|slow kernels?", "slow_compute"),
+    (r"slow compute|slower compute|slow kernels?", "slow_compute"), (r"memory pressure|out of memory", "memory_pressure"),
 )
 
 
@@ -145,7 +146,8 @@ def read_slots(question: str) -> Slots:
     if factor is None:
         factor = next((v for p, v in _WORD_FACTORS.items() if re.search(p, q, re.I)), None)
     target = next((sel for p, sel in TARGETS if re.search(p, q, re.I)), None)
-    category = next((c for p, c in CATEGORY_WORDS if re.search(p, q, re.I)), None)
+    words = q.replace("_", " ")  # "host_pause" names its category as "host pause" does
+    category = next((c for p, c in CATEGORY_WORDS if re.search(p, words, re.I)), None)
     names = tuple(m.group(1) or m.group(2) or m.group(0) for m in _OP_NAME.finditer(q))
     dp, micro = _DP.search(q), _MICRO.search(q)
     return Slots(

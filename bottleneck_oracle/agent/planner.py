@@ -92,6 +92,35 @@ def _first(results: list[Result], name: str) -> Result | None:
     return next((r for r in results if r.name == name), None)
 
 
+_QUESTIONS = ("step_time", "top_ops", "job_bound", "rank_like_peers", "whatif_run", "slowest_step", "explain_category")
+
+
+def _question_calls(intent: str, slots: Slots, question: str, results: list[Result]) -> list[Call] | None:
+    """The plans of the questions asked after "why is step N slow?" (answers_questions.py answers them)."""
+    if intent == "step_time":  # the step's attribution and GPU timeline
+        return [Call("explain_step", _step_args(slots))]
+    if intent in ("job_bound", "gpu_busy"):  # no step named: the run's steady steps
+        return [Call("job_bound", {})]
+    if intent == "top_ops":
+        return [Call("top_ops", {"step": slots.step} if slots.step is not None else {})]
+    if intent == "slowest_step":
+        return [Call("list_steps", {})]
+    if intent == "explain_category":
+        return [Call("playbook_search", {"query": slots.category or question, "k": 2}
+                     | ({"category": slots.category} if slots.category else {}))]
+    if intent == "whatif_run":
+        edit = edit_for(slots)
+        return None if edit is None else [Call("whatif_run", {"edit": edit})]
+    if "rank_like_peers" in {r.name for r in results}:
+        return None
+    explained = _first(results, "explain_step")  # no rank named: the rank that delayed the step
+    if slots.rank is None and explained is None:
+        return [Call("explain_step", _step_args(slots))]
+    rank = slots.rank if slots.rank is not None else (explained.data.get("cause") or explained.data)["rank"]  # type: ignore[union-attr]
+    step = slots.step if slots.step is not None else explained.data["step"] if explained else None
+    return [Call("rank_like_peers", {"rank": rank} | ({"step": step} if step is not None else {}))]
+
+
 def next_calls(intent: str, slots: Slots, question: str, results: list[Result]) -> list[Call] | None:
     """The next round of tool calls for the question, or None when the results answer it."""
     done = {r.name for r in results}
@@ -146,6 +175,8 @@ def next_calls(intent: str, slots: Slots, question: str, results: list[Result]) 
                                        | {"budget": 1})]
     if intent == "list_steps":
         return None if done else [Call("list_steps", {})]
+    if intent in _QUESTIONS or (intent == "gpu_busy" and slots.step is None):
+        return None if done and intent != "rank_like_peers" else _question_calls(intent, slots, question, results)
     if intent == "gpu_busy":  # the step's GPU timeline and GPU-bound verdict
         return None if done else [Call("explain_step", _step_args(slots))]
     if intent == "list_traces":

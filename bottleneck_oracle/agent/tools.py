@@ -21,6 +21,7 @@ from bottleneck_oracle.config import Settings
 from bottleneck_oracle.errors import OracleError
 from bottleneck_oracle.graphdb import GraphStore, list_traces, open_store
 from bottleneck_oracle.truth.edits import format_edit
+from bottleneck_oracle.workspace import questions as next_questions
 from bottleneck_oracle.workspace import steps as step_questions
 from bottleneck_oracle.workspace.diff import diff_traces
 from bottleneck_oracle.workspace.loaded import LoadedTrace, loaded_trace
@@ -107,6 +108,14 @@ class _OptimizeArgs(_StepOnly):
 class _PlaybookArgs(_SearchArgs):
     k: int = Field(3, ge=1, le=10, description="how many entries")
     category: str | None = Field(None, description="only entries for this bottleneck category (e.g. host_pause)")
+
+
+class _RankArgs(_StepOnly):
+    rank: int = Field(description="the rank that should behave like the others")
+
+
+class _RunWhatIfArgs(_TraceArg):
+    edit: str = Field(description="an edit, as for whatif: 'fix host_pause', 'scale op=allreduce x2', ...")
 
 
 class _NoArgs(BaseModel):
@@ -216,6 +225,18 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
         rows = run_read_only(ctx.store(), query, params=bound)
         return {"rows": rows, "count": len(rows)}
 
+    def bound(trace: str | None = None) -> dict[str, Any]:
+        return next_questions.job_bound(ctx.store(), ctx.resolve(trace))
+
+    def ops(step: int | None = None, trace: str | None = None) -> dict[str, Any]:
+        return next_questions.top_ops(ctx.store(), ctx.resolve(trace), step)
+
+    def like_peers(rank: int, step: int | None = None, trace: str | None = None) -> dict[str, Any]:
+        return next_questions.rank_like_peers(ctx.store(), ctx.resolve(trace), ctx.settings, step, rank)
+
+    def run_whatif(edit: str, trace: str | None = None) -> dict[str, Any]:
+        return next_questions.whatif_run(ctx.resolve(trace), edit, ctx.settings)
+
     specs: list[tuple[str, Callable[..., Any], type[BaseModel], str]] = [
         ("list_traces", traces_, _NoArgs, "The traces loaded in the graph database: id, name, ranks, steps."),
         ("list_steps", steps_, _TraceArg, "Every step of a trace with its wall time and GPU busy/idle, the median "
@@ -246,6 +267,15 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
                                               "change)."),
         ("playbook_search", playbook, _PlaybookArgs, "Optimization playbook entries nearest to a description, "
                                                      "optionally only those of one bottleneck category."),
+        ("job_bound", bound, _TraceArg, "Whether the job as a whole is input-, communication-, host- or GPU-bound "
+                                        "over its steady steps: each group's share of the wall time and what the "
+                                        "GPU did (busy, idle, exposed communication)."),
+        ("top_ops", ops, _StepOnly, "The ops carrying most critical-path time in a step, or summed over the run "
+                                    "when no step is given."),
+        ("rank_like_peers", like_peers, _RankArgs, "What a step would take if one rank behaved like the others: "
+                                                   "that rank's findings in the step fixed, predicted together."),
+        ("whatif_run", run_whatif, _RunWhatIfArgs, "What an edit saves over every complete step of the run, "
+                                                   "summed (whatif predicts one step)."),
         ("cypher", cypher, _CypherArgs, "One read-only Cypher query over the graph (labels Trace, Rank, Step, Op, "
                                         "Collective, Finding, Playbook); writes are refused; rows are limited."),
     ]
@@ -254,5 +284,6 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
 
 
 TOOL_NAMES = ("list_traces", "list_steps", "explain_step", "critical_subgraph", "compare_steps", "compare_runs",
-              "stragglers", "similar_findings", "whatif", "optimize", "playbook_search", "cypher")
+              "stragglers", "similar_findings", "whatif", "optimize", "playbook_search", "job_bound", "top_ops",
+              "rank_like_peers", "whatif_run", "cypher")
 

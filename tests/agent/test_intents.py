@@ -78,11 +78,11 @@ PARAPHRASES: dict[str, tuple[list[Call], list[str]]] = {
         "list all iterations with their wall time",
         "what are the per-step timings",
     ]),
-    "gpu_busy": ([Call("explain_step", {})], [
+    "gpu_busy": ([Call("job_bound", {})], [  # no step named: the run's steady steps
         "how much of the time was the GPU doing work",
         "what was the GPU utilization",
         "was the GPU idle a lot",
-        "is my training bound by the GPU",
+        "how much was the GPU busy in total",
         "how saturated was the GPU",
     ]),
     "out_of_scope": ([], [

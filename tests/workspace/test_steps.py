@@ -15,17 +15,6 @@ from bottleneck_oracle.workspace.loaded import LoadedTrace, loaded_trace
 from tests.agent.conftest import BERT, QWEN
 
 
-@pytest.fixture(scope="module")
-def store(agent_settings: Settings) -> Iterator[GraphStore]:
-    with open_store(agent_settings, start=True) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def gpt(store: GraphStore, agent_settings: Settings) -> LoadedTrace:
-    return loaded_trace(store, "gpt_2rank", agent_settings)
-
-
 def test_pick_step_defaults_to_the_slowest_slow_step_on_its_slowest_rank(store: GraphStore, gpt: LoadedTrace) -> None:
     assert steps.pick_step(store, gpt, None) == (5, 1)
     assert steps.pick_step(store, gpt, 3, 0) == (3, 0)
