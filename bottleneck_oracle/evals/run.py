@@ -13,11 +13,11 @@ from bottleneck_oracle.evals.types import Case, SuiteResult
 
 __all__ = ["SUITES", "run_suites"]
 
-SUITES = ("rootcause", "whatif", "optimize", "retrieval", "gnn", "latency")
+SUITES = ("rootcause", "whatif", "optimize", "retrieval", "gnn", "latency", "questions")
 # suite -> (module under bottleneck_oracle.evals, function)
 _RUNNERS = {"whatif": ("whatif_suite", "run_whatif"), "optimize": ("optimize_suite", "run_optimize"),
             "retrieval": ("retrieval_suite", "run_retrieval"), "gnn": ("gnn_suite", "run_gnn"),
-            "latency": ("latency", "run_latency")}
+            "latency": ("latency", "run_latency"), "questions": ("questions_suite", "run_questions")}
 
 
 def _runner(suite: str) -> Callable[..., SuiteResult]:

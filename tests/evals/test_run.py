@@ -11,8 +11,8 @@ from bottleneck_oracle.evals.run import SUITES, run_suites
 from bottleneck_oracle.evals.types import Case
 
 
-def test_suites_are_the_six_of_the_issue() -> None:
-    assert SUITES == ("rootcause", "whatif", "optimize", "retrieval", "gnn", "latency")
+def test_suites_are_the_six_of_the_issue_and_the_question_suite() -> None:
+    assert SUITES == ("rootcause", "whatif", "optimize", "retrieval", "gnn", "latency", "questions")
 
 
 def test_run_suites_refuses_an_unknown_suite(eval_settings: Settings) -> None:
