@@ -21,7 +21,7 @@ eval_app = typer.Typer(name="eval", invoke_without_command=True,
                        help="Score the oracle on cases with known answers; compare two reports.")
 
 _SUITE = typer.Option("--suite", help="A suite to run, repeatable: rootcause, whatif, optimize, retrieval, gnn, "
-                                      "latency; default: all.")
+                                      "latency, questions; default: all.")
 _LLM = typer.Option("--llm", help="'offline' (the default planner, no network) or 'openai:MODEL'.")
 _BASE_URL = typer.Option("--base-url", help="An OpenAI-compatible server (vLLM, Ollama, llama.cpp): its /v1 URL.")
 _CASES = typer.Option("--cases", help="A folder of case files (*.yaml; a missing trace is made from its recipe); "
