@@ -27,7 +27,7 @@ MIN_FREE_GB = 1.0  # an ingested trace and the graph's snapshot take hundreds of
 CHROMIUM = Path("/usr/bin/chromium")  # what the page test drives (tests/server/test_page.py)
 SETUP = "run make setup"
 # Each extra of pyproject.toml and the module whose import says it is installed.
-EXTRAS = {"capture": "torch", "gnn": "torch_geometric", "neo4j": "neo4j", "embed": "sentence_transformers",
+EXTRAS = {"capture": "torch", "gnn": "torch_geometric", "neo4j": "neo4j", "embed": "tokenizers",
           "agent": "langgraph", "integrations": "transformers", "server": "fastapi", "dev": "playwright"}
 
 

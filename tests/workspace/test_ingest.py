@@ -36,9 +36,9 @@ def test_ingest_loads_once_then_finds_the_trace_loaded(tmp_path: Path) -> None:
 
 
 def test_ingest_without_the_embed_extra_skips_the_finding_memory(tmp_path: Path) -> None:
-    """A real process where sentence-transformers cannot be imported: the trace still loads."""
+    """A real process where the sentence encoder's tokenizer cannot be imported: the trace still loads."""
     code = (
-        "import sys; sys.modules['sentence_transformers'] = None\n"
+        "import sys; sys.modules['tokenizers'] = None\n"
         "from pathlib import Path\n"
         "from bottleneck_oracle.config import Settings\n"
         "from bottleneck_oracle.graphdb import Detail, stop_server\n"
