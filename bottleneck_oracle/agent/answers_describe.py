@@ -137,7 +137,9 @@ def describe(intent: str, results: list[Result]) -> Reply | None:
     """The answer of a describing intent from its tool's result; None when that tool gave none."""
     if intent == "compare_runs" and result_of(results, "compare_runs") is None:
         traces = result_of(results, "list_traces") or {"traces": []}
-        return Reply(template("one_run", n=len(traces["traces"])))
+        # the traces by name, not a count: a count is a number no tool returned
+        names = ", ".join(f"'{t['name']}'" for t in traces["traces"]) or "none"
+        return Reply(template("one_run", traces=names))
     name, handler = HANDLERS.get(intent, ("", None))  # type: ignore[assignment]
     data = result_of(results, name) if handler else None
     return handler(data) if data is not None and handler else None

@@ -51,3 +51,13 @@ def test_two_runs_compared_give_the_diffs_verdict_first_then_the_cause() -> None
 def test_no_result_of_the_intents_tool_is_no_answer() -> None:
     assert describe("straggler", [Result("list_steps", {}, STEPS)]) is None
     assert describe("nonsense", []) is None
+
+
+def test_a_comparison_with_one_trace_loaded_names_it_and_states_no_count() -> None:
+    listed = Result("list_traces", {}, {"traces": [{"name": "stall", "trace_id": "ab12", "ranks": 2,
+                                                    "status": "complete"}]})
+    reply = describe("compare_runs", [listed])
+    assert reply is not None
+    assert reply.verdict == "I need two loaded traces to compare runs; the database holds only 'stall'. " \
+                            "Ingest the other run first."
+    assert ungrounded(reply.render(), [json.dumps(listed.data)]) == []
