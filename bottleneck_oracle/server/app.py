@@ -253,8 +253,8 @@ def _api(settings: Settings, token: str | None, limit_bytes: int) -> APIRouter:
         return _json(optimize_trace(entry(ref).trace_id, settings, step=body.step, budget=body.budget).to_json())
 
     @api.get("/diff", responses={200: {"model": m.DiffOut}, **_errors(404)})
-    def diff(base: Annotated[str, Query(description="BASE: id, id prefix or name")],
-             new: Annotated[str, Query(description="NEW: id, id prefix or name")]) -> Response:
+    def diff(base: Annotated[str, Query(min_length=1, description="BASE: id, id prefix or name")],
+             new: Annotated[str, Query(min_length=1, description="NEW: id, id prefix or name")]) -> Response:
         # the comparison of `oracle diff --format json`, by the same service function
         return _json(diff_traces(entry(base).trace_id, entry(new).trace_id, settings).to_json())
 
