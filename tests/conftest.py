@@ -8,6 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples every run (HYPOTHESIS_PROFILE=explore draws new ones, by
+# hand): a verdict of make test depends on the code, never on which inputs chance drew this time.
+settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", database=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("ORACLE_SHARED", REPO.parent / "shared"))
