@@ -40,6 +40,9 @@ _WINDOW_CAUSE = {Category.IDLE: Bottleneck.HOST_PAUSE, Category.DATA_LOADING: Bo
 # findings of a rank's own time: what can make it late (a straggler finding is the lateness itself)
 _OWN = (Bottleneck.HOST_PAUSE, Bottleneck.DATALOADER_STALL, Bottleneck.SLOW_COMPUTE, Bottleneck.CHECKPOINT_STALL,
         Bottleneck.HOST_SYNC, Bottleneck.LAUNCH_OVERHEAD)
+# the late rank's own largest finding leads to what made it late, the lateness itself (its straggler
+# finding, often the larger by the waits it caps) included
+_LATE = (*_OWN, Bottleneck.STRAGGLER_RANK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +125,7 @@ def _mark(g: ExecGraph, out: list[Finding], reports: list[StepReport], step: int
 
     best = max(mine, key=lambda i: weight(out[i]), default=None)
     if late is not None and (best is None or ms(late.longest_ns) >= weight(out[best])
-                             or (late.rank in out[best].ranks and out[best].category in _OWN)):
+                             or (late.rank in out[best].ranks and out[best].category in _LATE)):
         i = _late_cause(g, out, reports, step, late, all_reports)
         out[i] = replace(out[i], cause=True, waiting=tuple(sorted(waited)),
                          waited_ms=tuple(ms(waited[w]) for w in sorted(waited)))

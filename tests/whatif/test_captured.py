@@ -67,6 +67,21 @@ def test_optimize_ranks_the_matching_fix_first(inject: str) -> None:
     _assert_fix_ranked_first(captured(BY_INJECTION[inject].name), _category(inject))
 
 
+def test_a_slow_ranks_compute_is_fixed_not_only_the_wait_it_made() -> None:
+    """A capture kept from a live run on a loaded machine (issue 25): rank 1 computed 4x slower in step 4
+    and rank 0 waited for it. Its straggler finding came out larger than its slow compute, and the fix
+    ranked first was the straggler's, which removes only rank 0's wait (predicted 490 ms of 824). The
+    fix of what made rank 1 late must come first, and predict the step back among its clean peers."""
+    a = captured("gloo_slow_rank_loaded")
+    plan = optimize(a, STEP, read_playbook(), budget=1)
+    best = plan.candidates[0]
+    assert (best.edit.kind, best.category) == (EditKind.FIX, Bottleneck.SLOW_COMPUTE), best
+    assert Bottleneck.STRAGGLER_RANK in best.also  # the straggler is the same change
+    clean = _clean_walls(a, STEP)
+    predicted = plan.baseline_ms - best.gain_ms
+    assert abs(predicted - float(np.median(clean))) <= 0.15 * float(np.median(clean)), (predicted, clean)
+
+
 @pytest.mark.parametrize("inject", [i for i in RECAPTURED if i != BLOCKING])
 def test_a_fix_predicts_the_recaptured_step(inject: str) -> None:
     name = BY_INJECTION[inject].name
