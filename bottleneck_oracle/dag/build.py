@@ -14,7 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from bottleneck_oracle.dag._kernels import lane_nesting
-from bottleneck_oracle.dag.collectives import CollectiveMatch, completion_ns, match_collectives, pair_gloo_calls
+from bottleneck_oracle.dag.collectives import (
+    CollectiveMatch, completion_ns, last_arrival_ns, match_collectives, pair_gloo_calls,
+)
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.handoffs import handoff_edges, idle_resumes
 from bottleneck_oracle.dag.links import GpuNodes, inferred_stream_waits, launch_edges, sync_edges
@@ -227,7 +229,7 @@ def _gloo_links(trace: Trace, nd: _Nodes, is_gpu: np.ndarray, coll: CollectiveMa
     # the issuing thread resumes when the collective completes (its first member ends): a gloo
     # worker may close its own span ms later, after the main thread has moved on
     _end_at_early_resumes(nd, all_gloo, waiter_lane, completion_ns(coll.instance, coll.table.reliable, nd.end),
-                          ~is_gpu)
+                          last_arrival_ns(coll.instance, coll.table.reliable, nd.start), ~is_gpu)
     done = completion_ns(coll.instance, coll.table.reliable, nd.end)
     resumed_by, resumer = _resume_edges(lane, start, done, waiter_lane, all_gloo)
     # a gloo receive only posts the buffer; its thread waits after it until the peer's send lands
@@ -237,19 +239,36 @@ def _gloo_links(trace: Trace, nd: _Nodes, is_gpu: np.ndarray, coll: CollectiveMa
 
 
 def _end_at_early_resumes(nd: _Nodes, gloo: np.ndarray, waiter_lane: np.ndarray, done: np.ndarray,
-                          cpu: np.ndarray) -> None:
+                          arrived: np.ndarray, cpu: np.ndarray) -> None:
     """Ends a gloo op where its waiting thread, idle for a while, resumed shortly before the op's span
-    closed (the worker reports completion late): the data was there when the waiter went on."""
-    resumer = idle_resumes(*nd.chain, nd.kind, nd.start, nd.end, cpu, WAIT_NS)
-    resumer = resumer[np.lexsort((nd.start[resumer], nd.lane[resumer]))]
+    closed (the worker reports completion late): the data was there when the waiter went on.
+
+    Shortly is 1 ms, or any time after the collective's last member arrived when no other op the
+    thread waits on completed while it was idle: on a loaded machine both workers have closed their
+    spans 4 ms after the waiting thread went on, past a 150 ms wait that then read as the thread's own
+    idle time."""
+    resumer, idle_since = idle_resumes(*nd.chain, nd.kind, nd.start, nd.end, cpu, WAIT_NS)
+    order = np.lexsort((nd.start[resumer], nd.lane[resumer]))
+    resumer, idle_since = resumer[order], idle_since[order]
     lane_of, start_of = nd.lane[resumer], nd.start[resumer]
+    # per waiting thread, when each op it waits on completed, sorted: what else may have woken it
+    done_on = {wl: np.sort(done[gloo[waiter_lane == wl]]) for wl in np.unique(waiter_lane[waiter_lane >= 0]).tolist()}
     for g, wl in zip(gloo.tolist(), waiter_lane.tolist()):
         if wl < 0 or wl == nd.lane[g]:
             continue
         lo, hi = np.searchsorted(lane_of, wl, side="left"), np.searchsorted(lane_of, wl, side="right")
         k = lo + np.searchsorted(start_of[lo:hi], done[g] - RESUME_TOL_NS, side="left") - 1  # last before done
-        if k >= lo and start_of[k] >= done[g] - RESUME_LEAD_NS and start_of[k] > nd.start[g]:
+        if k < lo or start_of[k] <= nd.start[g]:
+            continue
+        if start_of[k] >= done[g] - RESUME_LEAD_NS or (start_of[k] >= arrived[g] and not _woken_by_other(
+                done_on[wl], idle_since[k], start_of[k])):
             nd.end[g] = min(nd.end[g], start_of[k])
+
+
+def _woken_by_other(done_sorted: np.ndarray, idle_from: int, resumed: int) -> bool:
+    """Whether an op the thread waits on completed while it was idle, up to its resume."""
+    i = np.searchsorted(done_sorted, idle_from, side="left")
+    return bool(i < len(done_sorted) and done_sorted[i] <= resumed + RESUME_TOL_NS)
 
 
 def _p2p_pairs(trace: Trace, nd: _Nodes, coll: CollectiveMatch) -> tuple[np.ndarray, np.ndarray]:

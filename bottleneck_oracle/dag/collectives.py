@@ -21,8 +21,8 @@ from bottleneck_oracle.dag.types import NodeKind, Role
 from bottleneck_oracle.traces import Trace
 
 __all__ = [
-    "CollectiveArrival", "CollectiveMatch", "collective_arrivals", "completion_ns", "match_collectives",
-    "pair_gloo_calls",
+    "CollectiveArrival", "CollectiveMatch", "collective_arrivals", "completion_ns", "last_arrival_ns",
+    "match_collectives", "pair_gloo_calls",
 ]
 
 _ARRIVAL_TOL_NS = 50_000
@@ -225,4 +225,15 @@ def completion_ns(instance: np.ndarray, reliable: np.ndarray, end: np.ndarray) -
     np.minimum.at(first, instance[member], end[member])
     out = end.copy()
     out[member] = first[instance[member]]
+    return out
+
+
+def last_arrival_ns(instance: np.ndarray, reliable: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """When each node's collective could start moving data: for members of a reliable collective, the
+    start of the last member to arrive; for every other node, never (int64 max)."""
+    member = np.flatnonzero((instance >= 0) & (reliable[np.maximum(instance, 0)] if len(reliable) else False))
+    last = np.full(len(reliable), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(last, instance[member], start[member])
+    out = np.full(len(start), np.iinfo(np.int64).max, dtype=np.int64)
+    out[member] = last[instance[member]]
     return out

@@ -74,13 +74,15 @@ def handoff_edges(chain_src: np.ndarray, chain_dst: np.ndarray, chain_owner: np.
 
 
 def idle_resumes(chain_src: np.ndarray, chain_dst: np.ndarray, chain_owner: np.ndarray, kind: np.ndarray,
-                 start: np.ndarray, end: np.ndarray, cpu: np.ndarray, min_gap_ns: int) -> np.ndarray:
-    """Every op that starts a CPU thread again after at least ``min_gap_ns`` idle."""
+                 start: np.ndarray, end: np.ndarray, cpu: np.ndarray,
+                 min_gap_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every op that starts a CPU thread again after at least ``min_gap_ns`` idle, and when its thread
+    went idle."""
     t = np.empty(2 * len(start), dtype=np.int64)
     t[0::2], t[1::2] = start, end
     gaps = _gaps(chain_src, chain_dst, chain_owner, kind, cpu, t)
     gaps = gaps[(chain_dst[gaps] % 2 == 0) & (t[chain_dst[gaps]] - t[chain_src[gaps]] >= min_gap_ns)]
-    return chain_dst[gaps] // 2
+    return chain_dst[gaps] // 2, t[chain_src[gaps]]
 
 
 def _ops_before_idle(kind: np.ndarray, lane: np.ndarray, start: np.ndarray, end: np.ndarray,
