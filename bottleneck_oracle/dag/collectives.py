@@ -217,23 +217,27 @@ def collective_arrivals(g: ExecGraph) -> list[CollectiveArrival]:
     return out
 
 
+def _per_member(instance: np.ndarray, reliable: np.ndarray, value: np.ndarray, latest: bool,
+                other: np.ndarray) -> np.ndarray:
+    """For members of a reliable collective, the latest (or earliest) ``value`` over their instance's
+    members; ``other`` for every other node."""
+    member = np.flatnonzero((instance >= 0) & (reliable[np.maximum(instance, 0)] if len(reliable) else False))
+    info = np.iinfo(np.int64)
+    per = np.full(len(reliable), info.min if latest else info.max, dtype=np.int64)
+    (np.maximum if latest else np.minimum).at(per, instance[member], value[member])
+    out = other.copy()
+    out[member] = per[instance[member]]
+    return out
+
+
 def completion_ns(instance: np.ndarray, reliable: np.ndarray, end: np.ndarray) -> np.ndarray:
     """When each node's work completed: for members of a reliable collective, the end of the
     first member to finish (the data was there then); for every other node, its own end."""
-    member = np.flatnonzero((instance >= 0) & (reliable[np.maximum(instance, 0)] if len(reliable) else False))
-    first = np.full(len(reliable), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, instance[member], end[member])
-    out = end.copy()
-    out[member] = first[instance[member]]
-    return out
+    return _per_member(instance, reliable, end, latest=False, other=end)
 
 
 def last_arrival_ns(instance: np.ndarray, reliable: np.ndarray, start: np.ndarray) -> np.ndarray:
     """When each node's collective could start moving data: for members of a reliable collective, the
     start of the last member to arrive; for every other node, never (int64 max)."""
-    member = np.flatnonzero((instance >= 0) & (reliable[np.maximum(instance, 0)] if len(reliable) else False))
-    last = np.full(len(reliable), np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(last, instance[member], start[member])
-    out = np.full(len(start), np.iinfo(np.int64).max, dtype=np.int64)
-    out[member] = last[instance[member]]
-    return out
+    return _per_member(instance, reliable, start, latest=True,
+                       other=np.full(len(start), np.iinfo(np.int64).max, dtype=np.int64))
