@@ -21,7 +21,7 @@ tools/cypher-lint/node_modules/.installed: tools/cypher-lint/package.json tools/
 # everything else: an unpinned torch pulls a multi-GB CUDA build.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -e '.[capture,gnn,dev,integrations,neo4j,embed,agent,server]' 'torch==2.13.0'
+	$(VENV)/bin/pip install -q -e '.[capture,gnn,dev,integrations,neo4j,embed,agent,server,ray]' 'torch==2.13.0'
 	@# an editable install writes no bytecode: without it every command would compile the package first
 	$(PY) -m compileall -q bottleneck_oracle
 	@# the intent examples' and cypher templates' vectors, cached by their text (graphdb/embedding.py): the

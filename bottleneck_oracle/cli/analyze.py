@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from bottleneck_oracle.cli._executor import ExecutorOption, RayAddressOption, settings_for
 from bottleneck_oracle.cli._render import brief, middle, paragraph, print_json, ranks_text, spinner, stderr, stdout, table
-from bottleneck_oracle.config import Settings
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -38,18 +38,21 @@ def analyze_command(
         help="With --json, give every step's whole critical path (as columns), not only its top contributors.")] = False,
     verbose: Annotated[bool, typer.Option(
         "--verbose", "-v", help="Print each finding's evidence in full (--json has it too).")] = False,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Build the execution graph, find each step's critical path, and explain the slow steps."""
     from bottleneck_oracle.dag.analysis import analyze
     from bottleneck_oracle.dag.overlay import write_overlay
     from bottleneck_oracle.dag.report import analysis_to_dict
+    from bottleneck_oracle.executor import executor_of
     from bottleneck_oracle.traces import read_trace
 
-    settings = Settings.from_env()
+    settings = settings_for(executor, ray_address)
     err = stderr()
     status = (lambda _: nullcontext()) if as_json else (lambda what: spinner(err, what))  # --json: no rich
     with status("reading traces..."):
-        trace = read_trace(paths, workers=settings.workers, partial=partial)
+        trace = read_trace(paths, partial=partial, executor=executor_of(settings))
     with status("analysing..."):
         a = analyze(trace, steps_from=steps_from)
     data = analysis_to_dict(a, step=step, rank=rank, full_paths=full_paths and as_json)

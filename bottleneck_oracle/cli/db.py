@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from bottleneck_oracle.cli._executor import ExecutorOption, RayAddressOption, settings_for
 from bottleneck_oracle.cli._render import bar, paragraph, print_json, spinner, stderr, stdout, table
 from bottleneck_oracle.config import EMBEDDED_GRAPH_URL, Settings
 from bottleneck_oracle.errors import ConfigError
@@ -90,6 +91,8 @@ def ingest_command(
         "as `oracle analyze --steps-from` does.")] = None,
     predict: Annotated[bool, typer.Option(help="Store the graph model's step times and op criticality too.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Analyze a trace and load it into the graph database (starting the embedded one if needed)."""
     from bottleneck_oracle.graphdb import Detail
@@ -98,7 +101,7 @@ def ingest_command(
     level = _detail(detail, Detail)
     with bar(stderr(), "ingest") as progress:
         task = progress.add_task("", total=None)
-        done = ingest(paths, Settings.from_env(), detail=level, hops=hops, partial=partial, steps_from=steps_from,
+        done = ingest(paths, settings_for(executor, ray_address), detail=level, hops=hops, partial=partial, steps_from=steps_from,
                       predict=predict,
                       stage=lambda what: progress.update(task, description=what + "..."),
                       progress=lambda n, total: progress.update(task, completed=n, total=total))

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from bottleneck_oracle.cli._executor import ExecutorOption, RayAddressOption, settings_for
 from bottleneck_oracle.cli._render import middle, paragraph, print_json, spinner, stderr, stdout, table
-from bottleneck_oracle.config import Settings
 from bottleneck_oracle.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -48,11 +48,13 @@ def diff_command(
     partial: Annotated[bool, typer.Option(help="Accept a job whose files miss some ranks.")] = False,
     steps_from: Annotated[Optional[str], typer.Option(
         "--steps-from", metavar="REGEX", help="Make matching user annotations the steps, as analyze does.")] = None,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Compare two runs: the verdict and its confidence, how comparable they are, and what moved."""
     from bottleneck_oracle.workspace.diff import diff_traces, save_baseline as save
 
-    settings = Settings.from_env()
+    settings = settings_for(executor, ray_address)
     if save_baseline is not None:
         if len(runs) != 1 or against:
             raise ConfigError("--save-baseline NAME takes one trace and no --against")

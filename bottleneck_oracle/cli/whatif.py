@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from bottleneck_oracle.cli._executor import ExecutorOption, RayAddressOption, settings_for
 from bottleneck_oracle.cli._render import bar, middle, paragraph, print_json, spinner, stderr, stdout, table
-from bottleneck_oracle.config import Settings
 
 if TYPE_CHECKING:
     from bottleneck_oracle.whatif.optimize import Plan
@@ -30,12 +30,14 @@ def whatif_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
     model: Annotated[bool, typer.Option(help="Also predict with the graph model (loads torch).")] = True,
     partial: Annotated[bool, typer.Option(help="Accept a job whose files miss some ranks.")] = False,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Predict a step's time under edits, with each predictor, the one to trust, and the new critical path."""
     from bottleneck_oracle.workspace.whatif import whatif_trace
 
     with nullcontext() if as_json else spinner(stderr(), "predicting..."):
-        result = whatif_trace(_ref(trace), edit, Settings.from_env(), step=step, model=model, partial=partial)
+        result = whatif_trace(_ref(trace), edit, settings_for(executor, ray_address), step=step, model=model, partial=partial)
     if as_json:
         print_json(result.to_json())
         return
@@ -52,12 +54,15 @@ def optimize_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
     model: Annotated[bool, typer.Option(help="Also predict with the graph model (loads torch).")] = True,
     partial: Annotated[bool, typer.Option(help="Accept a job whose files miss some ranks.")] = False,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Rank the changes that would speed a step up, by predicted gain, and plan the best few."""
     from bottleneck_oracle.workspace.whatif import optimize_trace
 
+    settings = settings_for(executor, ray_address)
     if as_json:
-        plan = optimize_trace(_ref(trace), Settings.from_env(), step=step, budget=budget, verify=verify,
+        plan = optimize_trace(_ref(trace), settings, step=step, budget=budget, verify=verify,
                               model=model, partial=partial)
         print_json(plan.to_json())
         return
@@ -67,7 +72,7 @@ def optimize_command(
         def tell(what: str, done: int, total: int) -> None:
             progress.update(task, description=what, completed=done, total=total)
 
-        plan = optimize_trace(_ref(trace), Settings.from_env(), step=step, budget=budget, verify=verify,
+        plan = optimize_trace(_ref(trace), settings, step=step, budget=budget, verify=verify,
                               model=model, partial=partial, progress=tell)
     _print_plan(plan)
 

@@ -1,24 +1,24 @@
 """Read one trace file, a folder of per-rank files, or several paths into one ``Trace``.
 
-Rank files are parsed in parallel processes; each returns numpy columns, so no
-per-event Python object crosses a process boundary or outlives its parse.
+Rank files are parsed in parallel, in local processes or as Ray tasks (``executor.py``); each
+returns numpy columns, so no per-event Python object crosses a process boundary or outlives its parse.
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import re
+import socket
 import zlib
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import msgspec
 import numpy as np
 
 from bottleneck_oracle.errors import TraceFormatError
+from bottleneck_oracle.executor import Executor, LocalExecutor
 from bottleneck_oracle.traces._decode import DecodedFile, decode_file
 from bottleneck_oracle.traces._validate import summary
 from bottleneck_oracle.traces.events import EventTable, FlowTable, LaneTable, RankInfo, Trace
@@ -80,8 +80,11 @@ def _gunzip(data: bytes) -> bytearray:
     return out
 
 
-def _read_bytes(path: Path) -> bytes | bytearray:
-    data = path.read_bytes()
+def _read_bytes(path: Path, location: Path) -> bytes | bytearray:
+    try:
+        data = location.read_bytes()
+    except OSError as e:  # listed on the driver, gone or not mounted where the task ran
+        raise TraceFormatError(f"{location}: cannot be read on {socket.gethostname()} ({e.strerror or e})") from None
     if data[:2] != b"\x1f\x8b":
         return data
     try:
@@ -104,9 +107,10 @@ EtFile = tuple[Path, DecodedFile, Counter[str]]  # an execution trace and its no
 Parsed = RankPart | EtFile | None
 
 
-def _parse_file(item: tuple[Path, bool]) -> Parsed:
-    path, named = item
-    raw = _read_bytes(path)
+def _parse_file(item: tuple[Path, bool, Path]) -> Parsed:
+    """One file as the user named it (``path``), read at ``location``, its absolute path."""
+    path, named, location = item
+    raw = _read_bytes(path, location)
     skipped: Counter[str] = Counter()
     doc = _decode(path, raw, skipped)
     del raw  # the events keep the buffer alive only until parse_kineto has decoded them
@@ -120,14 +124,6 @@ def _parse_file(item: tuple[Path, bool]) -> Parsed:
     raise TraceFormatError(
         f"{path.name}: neither a profiler trace (no 'traceEvents') nor an execution trace (no 'nodes')"
     )
-
-
-def _parse_all(files: list[tuple[Path, bool]], workers: int) -> list[Parsed]:
-    if workers <= 1 or len(files) <= 1:
-        return [_parse_file(f) for f in files]
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=min(workers, len(files)), mp_context=context) as pool:
-        return list(pool.map(_parse_file, files))
 
 
 def _resolve_ranks(parts: list[RankPart], partial: bool) -> list[tuple[int, str, RankPart]]:
@@ -260,12 +256,15 @@ def _nothing_usable(part: RankPart) -> str:
     return f"{part.path.name}: no usable events: no complete ('ph' X) event of a known 'cat'"
 
 
-def read_trace(paths: Sequence[Path] | Path, *, workers: int = 1, partial: bool = False) -> Trace:
+def read_trace(paths: Sequence[Path] | Path, *, workers: int = 1, partial: bool = False,
+               executor: Executor | None = None) -> Trace:
     """Reads Kineto traces (and PyTorch execution traces beside them) into one ``Trace``.
 
     Args:
         paths: a file, a folder of per-rank files, or several of either.
         workers (int): processes that parse files in parallel. (default: ``1``)
+        executor (Executor | None): where the files are parsed, one task per file; the result is
+            the same wherever. (default: ``LocalExecutor(workers)``)
         partial (bool): accept a job whose files miss some ranks. (default: ``False``)
 
     An event with a malformed or out-of-range field is left out and counted in
@@ -277,7 +276,8 @@ def read_trace(paths: Sequence[Path] | Path, *, workers: int = 1, partial: bool 
             execution trace pairs with no rank.
     """
     files = trace_files([paths] if isinstance(paths, (str, Path)) else paths)
-    parsed = _parse_all(files, workers)
+    # read at absolute paths: a Ray task runs in another working directory, maybe on another node
+    parsed = (executor or LocalExecutor(workers)).map(_parse_file, [(p, named, p.absolute()) for p, named in files])
     kineto = [p for p in parsed if isinstance(p, RankPart)]
     ets = [p for p in parsed if isinstance(p, tuple)]
     if not kineto:

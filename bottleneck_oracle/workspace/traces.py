@@ -22,6 +22,7 @@ from pathlib import Path
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.errors import ConfigError, NotFoundError
+from bottleneck_oracle.executor import executor_of
 from bottleneck_oracle.graphdb.loader import trace_id, trace_name
 from bottleneck_oracle.traces import read_trace
 
@@ -80,7 +81,7 @@ def open_trace(ref: str | Path | Sequence[Path], settings: Settings, *, partial:
     for entry in known_traces(settings):
         if entry.fingerprint == fingerprint and (a := _load_cached(settings, entry.trace_id)) is not None:
             return Resolved(entry, a, True)
-    trace = read_trace(paths, workers=workers or settings.workers, partial=partial)
+    trace = read_trace(paths, partial=partial, executor=executor_of(settings, workers))
     a = analyze(trace, steps_from=steps_from)
     entry = TraceEntry(trace_id(trace), trace_name(paths), tuple(str(p.resolve()) for p in paths), partial,
                        steps_from, fingerprint)

@@ -14,12 +14,13 @@ def test_cli_flag_set_is_frozen() -> None:
 
     group = typer.main.get_command(app)
     flags = {name: sorted(p.name for p in cmd.params) for name, cmd in group.commands.items()}  # type: ignore[attr-defined]
-    assert flags["analyze"] == ["as_json", "full_paths", "overlay", "partial", "paths", "rank", "step", "steps_from",
-                                "verbose"]
+    assert flags["analyze"] == ["as_json", "executor", "full_paths", "overlay", "partial", "paths", "rank",
+                                "ray_address", "step", "steps_from", "verbose"]
     assert flags["doctor"] == ["as_json"]
     assert flags["capture"] == ["batch_size", "d_model", "inject", "layers", "microbatches", "out_dir",
                                 "pipeline", "ranks", "seed", "seq_len", "steps", "whatif"]
-    assert flags["ingest"] == ["as_json", "detail", "hops", "partial", "paths", "predict", "steps_from"]
+    assert flags["ingest"] == ["as_json", "detail", "executor", "hops", "partial", "paths", "predict", "ray_address",
+                               "steps_from"]
     assert flags["traces"] == ["as_json"]
     assert flags["synth"] == ["dp", "hardware", "inject", "microbatches", "model", "out_dir", "pp", "ranks",
                               "seed", "steps", "tp", "whatif"]

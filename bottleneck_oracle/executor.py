@@ -1,0 +1,167 @@
+"""Where per-rank work runs: in this machine's processes (``local``) or as Ray tasks on a cluster (``ray``).
+
+An executor maps one function over items (rank files) and gives the results back in order. Both give
+the same results bit for bit: the function is the same, only where it runs differs. Ray is joined at
+``ray_address`` (a running cluster) or started on this machine with its cores; a task whose worker dies
+is run again (``RAY_TASK_RETRIES``), and a task's own error (a bad rank file) is raised here as itself.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import multiprocessing
+import os
+import socket
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from bottleneck_oracle.errors import ConfigError, SetupError
+
+if TYPE_CHECKING:
+    from bottleneck_oracle.config import Settings
+
+__all__ = ["EXECUTORS", "Executor", "LocalExecutor", "RayExecutor", "TaskStats", "executor_of", "make_executor"]
+
+log = logging.getLogger(__name__)
+
+EXECUTORS = ("local", "ray")
+RAY_TASK_RETRIES = 3  # a task whose worker process or node died runs again this many times
+_CONNECT_TIMEOUT_S = 5.0
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass(slots=True)
+class TaskStats:
+    """What the last ``map`` cost where it ran: one entry per item, in order."""
+
+    peak_rss_bytes: list[int] = field(default_factory=list)  # the peak RSS of the process that ran each item
+    node: list[str] = field(default_factory=list)  # the host that ran each item
+
+
+class Executor(Protocol):
+    """Maps a picklable module-level function over items, results in the items' order."""
+
+    name: str
+    stats: TaskStats
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]: ...
+
+
+def _measured(fn: Callable[[T], R], item: T) -> tuple[R, int, str]:
+    """``fn(item)``, with the peak RSS of the process that ran it and its host."""
+    import resource
+
+    result = fn(item)
+    return result, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, socket.gethostname()
+
+
+@dataclass
+class LocalExecutor:
+    """``workers`` forked processes on this machine (one: in this process)."""
+
+    workers: int = 1
+    name: str = "local"
+    stats: TaskStats = field(default_factory=TaskStats)
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        if self.workers <= 1 or len(items) <= 1:
+            out = [_measured(fn, item) for item in items]
+        else:
+            context = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(max_workers=min(self.workers, len(items)), mp_context=context) as pool:
+                out = list(pool.map(_measured, [fn] * len(items), items))
+        self.stats = TaskStats([rss for _, rss, _ in out], [host for _, _, host in out])
+        return [r for r, _, _ in out]
+
+
+@dataclass
+class RayExecutor:
+    """Ray tasks, one per item, on the cluster at ``address`` or on a Ray started here with ``num_cpus``.
+
+    The files the tasks read must be reachable at the same paths from every node (a shared or
+    replicated folder), and the nodes must run this package at the driver's version (``docs/scale.md``).
+    """
+
+    address: str | None = None
+    num_cpus: int | None = None
+    name: str = "ray"
+    stats: TaskStats = field(default_factory=TaskStats)
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        ray = _ray()
+        self._connect(ray)
+        task = ray.remote(max_retries=RAY_TASK_RETRIES, retry_exceptions=False)(_measured)
+        refs = [task.remote(fn, item) for item in items]
+        try:
+            out = ray.get(refs)
+        except ray.exceptions.RayTaskError as e:
+            cause = e.cause if isinstance(e.cause, BaseException) else None
+            if cause is None:
+                raise
+            raise cause from None  # the task's own error (a bad file): as the local executor raises it
+        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as e:
+            raise SetupError(f"ray: a task failed {RAY_TASK_RETRIES + 1} times, its worker dying each time "
+                             f"({type(e).__name__}); see the cluster's logs") from None
+        self.stats = TaskStats([rss for _, rss, _ in out], [host for _, _, host in out])
+        return [r for r, _, _ in out]
+
+    def _connect(self, ray: Any) -> None:
+        if ray.is_initialized():
+            return
+        quiet = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": False}
+        if self.address:
+            _check_reachable(self.address)
+            ray.init(address=self.address, **quiet)
+        else:
+            ray.init(num_cpus=self.num_cpus or os.cpu_count() or 1, include_dashboard=False, **quiet)
+            atexit.register(ray.shutdown)  # the Ray this command started ends with it
+
+
+def _ray() -> Any:
+    try:
+        import ray  # optional: only the ray executor needs it
+    except ImportError:
+        raise SetupError("executor ray: the 'ray' package is not installed (pip install 'bottleneck-oracle[ray]', "
+                         "or `make setup`)") from None
+    return ray
+
+
+def _check_reachable(address: str) -> None:
+    """Fails in seconds, with the address, where ``ray.init`` would wait minutes for a cluster that is not there."""
+    if address == "auto" or address.startswith("ray://"):
+        return  # 'auto' finds a local cluster by its files; ray:// is Ray Client, which checks on its own
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"ray address {address!r}: not HOST:PORT (the head node's GCS port, 6379 by default)")
+    try:
+        socket.create_connection((host, int(port)), timeout=_CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        raise ConfigError(f"ray address {address}: no Ray head node answers there ({e.strerror or e})") from None
+
+
+def make_executor(kind: str, *, workers: int = 1, ray_address: str | None = None) -> Executor:
+    """The executor named ``kind`` (``local`` or ``ray``).
+
+    Args:
+        workers (int): local processes; with ``ray`` and no address, the CPUs of the Ray started here.
+        ray_address (str | None): a running Ray cluster's head (``HOST:PORT``, ``auto``, ``ray://...``).
+
+    Raises:
+        ConfigError: an unknown executor, or an address given to the local one.
+    """
+    if kind == "local":
+        if ray_address:
+            raise ConfigError(f"ray address {ray_address}: given, but the executor is local (add --executor ray)")
+        return LocalExecutor(workers)
+    if kind == "ray":
+        return RayExecutor(ray_address or None, None if ray_address else workers)
+    raise ConfigError(f"executor {kind!r}: unknown; one of {', '.join(EXECUTORS)}")
+
+
+def executor_of(settings: Settings, workers: int | None = None) -> Executor:
+    """The executor ``settings`` name (``ORACLE_EXECUTOR``, ``RAY_ADDRESS`` or the command's flags)."""
+    return make_executor(settings.executor, workers=workers or settings.workers, ray_address=settings.ray_address)

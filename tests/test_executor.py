@@ -1,0 +1,194 @@
+"""The executors: local processes and Ray tasks read every rank file to the same trace and analysis, a Ray
+worker killed mid-task is replaced without changing the result, and bad settings or files fail in one line."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from bottleneck_oracle.config import Settings
+from bottleneck_oracle.dag.analysis import analyze
+from bottleneck_oracle.dag.report import analysis_to_dict
+from bottleneck_oracle.errors import ConfigError, TraceFormatError
+from bottleneck_oracle.executor import LocalExecutor, RayExecutor, executor_of, make_executor
+from bottleneck_oracle.traces import Trace, read_trace
+from tests.conftest import DATA, REAL, REPO, WILD, run_oracle
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _same(a: object, b: object, where: str = "trace") -> None:
+    """Field by field, arrays by value and dtype: every difference named by its path."""
+    if dataclasses.is_dataclass(a):
+        assert type(a) is type(b), where
+        for f in dataclasses.fields(a):
+            _same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and np.array_equal(a, b), where
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+def _report(trace: Trace) -> bytes:
+    """What ``oracle analyze --json --full-paths`` prints of ``trace``: every step's whole critical path."""
+    return orjson.dumps(analysis_to_dict(analyze(trace), full_paths=True), option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def multi_rank_folders() -> list[Path]:
+    """Every folder of real or public traces, and of our captures, with two or more trace files."""
+    roots = [REAL, WILD, DATA, REPO / "examples"]
+    found = {p.parent for root in roots if root.is_dir() for p in root.rglob("*.json*")}
+    traces = lambda d: [f for f in d.iterdir() if f.name.endswith((".json", ".json.gz")) and f.name != "manifest.json"]  # noqa: E731
+    return sorted(d for d in found if len(traces(d)) >= 2)
+
+
+def test_settings_name_the_executor_from_the_environment() -> None:
+    s = Settings.from_env({"ORACLE_EXECUTOR": "ray", "RAY_ADDRESS": "head:6379"})
+    assert (s.executor, s.ray_address) == ("ray", "head:6379")
+    assert (Settings.from_env({}).executor, Settings.from_env({}).ray_address) == ("local", None)
+    ray = executor_of(s)
+    assert isinstance(ray, RayExecutor) and ray.address == "head:6379"
+    assert isinstance(executor_of(Settings.from_env({"ORACLE_WORKERS": "3"})), LocalExecutor)
+
+
+@pytest.mark.parametrize(("kind", "address", "says"), [
+    ("spark", None, "executor 'spark': unknown; one of local, ray"),
+    ("local", "head:6379", "ray address head:6379: given, but the executor is local"),
+])
+def test_a_bad_executor_setting_is_named(kind: str, address: str | None, says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        make_executor(kind, ray_address=address)
+
+
+def test_a_ray_address_where_nothing_listens_fails_in_seconds_naming_it(tmp_path: Path) -> None:
+    address = f"127.0.0.1:{_closed_port()}"
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError, match=f"ray address {address}: no Ray head node answers there"):
+        RayExecutor(address).map(len, ["x"])
+    assert time.monotonic() - t0 < 30  # ray.init alone would wait minutes
+    with pytest.raises(ConfigError, match="not HOST:PORT"):
+        RayExecutor("headnode").map(len, ["x"])
+
+
+def test_the_cli_refuses_an_unreachable_cluster_in_one_line() -> None:
+    address = f"127.0.0.1:{_closed_port()}"
+    done = run_oracle("analyze", REPO / "examples" / "gpt_2rank", "--executor", "ray", "--ray-address", address)
+    assert done.returncode == 2, done.stderr
+    assert f"ray address {address}: no Ray head node answers there" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+# ---- on a local Ray cluster of two worker processes (serial: it starts processes of its own) ----
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():  # type: ignore[no-untyped-def]
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def job64(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The synthetic 64-rank job of the results (7b, dp 8 x tp 4 x pp 2)."""
+    from bottleneck_oracle.synth import synthesize
+    from bottleneck_oracle.synth.config import SynthConfig
+
+    out = tmp_path_factory.mktemp("job64")
+    synthesize(out, SynthConfig(model="7b", dp=8, tp=4, pp=2, microbatches=2, steps=2), workers=2)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", multi_rank_folders(), ids=lambda p: str(p.relative_to(p.parents[1])))
+def test_ray_reads_every_multi_rank_folder_as_local_processes_do(ray_cluster, folder: Path) -> None:  # type: ignore[no-untyped-def]
+    try:
+        local = read_trace(folder, executor=LocalExecutor(2), partial=True)
+    except TraceFormatError as e:  # not one job (execution traces alone, two runs of one rank): the same error
+        with pytest.raises(TraceFormatError) as ray_error:
+            read_trace(folder, executor=RayExecutor(), partial=True)
+        assert str(ray_error.value) == str(e)
+        return
+    ray = read_trace(folder, executor=RayExecutor(), partial=True)
+    _same(local, ray)
+    assert _report(local) == _report(ray)
+
+
+@pytest.mark.slow
+def test_the_8_rank_dlrm_job_with_its_execution_traces_is_the_same_on_ray(ray_cluster) -> None:  # type: ignore[no-untyped-def]
+    files = [REAL / "param" / "dlrm_8rank_kineto", REAL / "param" / "dlrm_8rank_et"]
+    local, ray = read_trace(files, executor=LocalExecutor(1)), read_trace(files, executor=RayExecutor())
+    assert len(local.ranks) == 8 and len(local.data_deps) > 0  # the execution traces were linked
+    _same(local, ray)
+    assert _report(local) == _report(ray)
+
+
+@pytest.mark.slow
+def test_a_64_rank_job_is_the_same_on_ray_and_a_killed_worker_changes_nothing(ray_cluster, job64: Path) -> None:  # type: ignore[no-untyped-def]
+    import psutil
+
+    local = read_trace(job64, executor=LocalExecutor(1))
+    killed: list[int] = []
+
+    def kill_one_running_task() -> None:  # a worker process while it runs a rank's task: Ray titles it so
+        deadline = time.monotonic() + 60
+        while not killed and time.monotonic() < deadline:
+            for p in psutil.process_iter(["pid", "cmdline"]):
+                if any("ray::_measured" in part for part in (p.info["cmdline"] or [])):
+                    p.kill()
+                    killed.append(p.info["pid"])
+                    return
+            time.sleep(0.005)
+
+    killer = threading.Thread(target=kill_one_running_task)
+    killer.start()
+    executor = RayExecutor()
+    ray = read_trace(job64, executor=executor)
+    killer.join()
+    assert killed, "no worker was caught running a task"
+    assert len(ray.ranks) == 64
+    _same(local, ray)
+    assert len(executor.stats.peak_rss_bytes) == len(list(job64.glob("*.json*")))  # the manifest too
+    assert _report(local) == _report(ray)
+
+
+@pytest.mark.slow
+def test_a_bad_rank_file_fails_on_ray_as_it_does_locally(ray_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    good = REPO / "examples" / "gpt_2rank"
+    for f in good.iterdir():
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    victim = sorted(tmp_path.glob("*.json*"))[0]
+    raw = gzip.decompress(victim.read_bytes()) if victim.name.endswith(".gz") else victim.read_bytes()
+    victim.write_bytes(gzip.compress(raw[: len(raw) // 2]))  # truncated JSON inside a good gzip
+    with pytest.raises(TraceFormatError) as local:
+        read_trace(tmp_path, executor=LocalExecutor(1))
+    with pytest.raises(TraceFormatError) as ray:
+        read_trace(tmp_path, executor=RayExecutor())
+    assert str(ray.value) == str(local.value) and victim.name in str(ray.value)
+
+
+@pytest.mark.slow
+def test_oracle_analyze_with_ray_prints_what_it_prints_locally(tmp_path: Path) -> None:
+    example = REPO / "examples" / "gpt_2rank"
+    local = run_oracle("analyze", example, "--json")
+    ray = run_oracle("analyze", example, "--json", "--executor", "ray")  # starts, then stops, a Ray of its own
+    assert local.returncode == 0 and ray.returncode == 0, ray.stderr
+    assert json.loads(ray.stdout) == json.loads(local.stdout)
