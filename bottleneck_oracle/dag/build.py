@@ -18,6 +18,7 @@ from bottleneck_oracle.dag.collectives import (
     CollectiveMatch, completion_ns, last_arrival_ns, match_collectives, pair_gloo_calls,
 )
 from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.grouping import positions_by
 from bottleneck_oracle.dag.handoffs import handoff_edges, idle_resumes
 from bottleneck_oracle.dag.links import GpuNodes, inferred_stream_waits, launch_edges, sync_edges
 from bottleneck_oracle.dag.names import classify_names, p2p_direction
@@ -108,11 +109,10 @@ def _main_lanes(trace: Trace, kind: np.ndarray, role: np.ndarray, rank: np.ndarr
                 lane: np.ndarray) -> np.ndarray:
     """Per rank, the thread of its ProfilerStep annotations, else the one with most CPU ops."""
     main = np.full(max((i.rank for i in trace.ranks), default=0) + 1, -1, dtype=np.int64)
+    step_lanes, op_lanes = lane[role == Role.STEP], lane[kind == NodeKind.CPU_OP]
+    steps, ops = positions_by(rank[role == Role.STEP]), positions_by(rank[kind == NodeKind.CPU_OP])
     for info in trace.ranks:
-        mine = rank == info.rank
-        steps = lane[mine & (role == Role.STEP)]
-        ops = lane[mine & (kind == NodeKind.CPU_OP)]
-        pick = steps if len(steps) else ops
+        pick = step_lanes[steps[info.rank]] if info.rank in steps else op_lanes[ops.get(info.rank, [])]
         if len(pick):
             main[info.rank] = np.bincount(pick).argmax()
     return main

@@ -9,6 +9,7 @@ import numpy as np
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.finding import CAT_INDEX, MIN_NS, Finding, ms, own_ns, top_ops
 from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.grouping import positions_by
 from bottleneck_oracle.dag.intervals import covered, merged
 from bottleneck_oracle.dag.types import Bottleneck, Category, NodeKind, Role
 
@@ -20,10 +21,10 @@ def gpu_busy_ns(g: ExecGraph) -> np.ndarray:
     window (communication kernels spin while they wait, so they do not count)."""
     steps = g.steps
     busy = np.zeros(len(steps), dtype=np.int64)
-    compute = g.trace.lanes.is_gpu[g.lane] & (g.parent < 0) & (g.kind != NodeKind.COMM)
-    for rank in np.unique(steps.rank).tolist():
-        mine = np.flatnonzero(compute & (g.rank == rank))
-        rows = np.flatnonzero(steps.rank == rank)
+    compute = np.flatnonzero(g.trace.lanes.is_gpu[g.lane] & (g.parent < 0) & (g.kind != NodeKind.COMM))
+    compute_of = positions_by(g.rank[compute])
+    for rank, rows in positions_by(steps.rank).items():
+        mine = compute[compute_of.get(rank, [])]
         s, e = merged(g.start_ns[mine], g.start_ns[mine] + g.dur_ns[mine])
         busy[rows] = covered(s, e, steps.start_ns[rows], steps.end_ns[rows])
     return busy
@@ -108,9 +109,9 @@ def host_syncs(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[
 
 
 def _p2p_names(g: ExecGraph, nodes: np.ndarray, top: int = 3) -> tuple[str, ...]:
-    """The names of the send/recv ops among ``nodes`` (bool[N]), most time first."""
+    """The names of the send/recv ops ``nodes`` (ascending ids), most time first."""
     time: dict[str, int] = defaultdict(int)
-    for x in np.flatnonzero(nodes).tolist():
+    for x in nodes.tolist():
         time[g.node_name(x)] += int(g.dur_ns[x])
     return tuple(sorted(time, key=lambda name: (-time[name], name))[:top])
 
@@ -118,14 +119,17 @@ def _p2p_names(g: ExecGraph, nodes: np.ndarray, top: int = 3) -> tuple[str, ...]
 def pipeline_bubbles(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[Finding]:
     """Pipeline stages whose GPU idles waiting for activations or gradients from a neighbour stage."""
     p2p = p2p_nodes(g)
+    nodes = np.flatnonzero(p2p)  # every member of a send/recv instance is one
+    p2p_of = {rank: nodes[at] for rank, at in positions_by(g.rank[nodes]).items()}
+    ranks_in = {c: set(g.rank[nodes[at]].tolist()) for c, at in positions_by(g.collective[nodes]).items()}
     row_of = g.steps.row_of()
     busy_ns = gpu_busy_ns(g)
     out = []
     for rank, mine in _by_rank(reports).items():
-        own = p2p & (g.rank == rank)
-        if not own.any():
+        if rank not in p2p_of:
             continue
-        peers = sorted(set(g.rank[np.isin(g.collective, g.collective[own])].tolist()) - {rank})
+        own = p2p_of[rank]
+        peers = sorted(set().union(*(ranks_in[c] for c in np.unique(g.collective[own]).tolist())) - {rank})
         with_ranks = ", ".join(map(str, peers))
         walls = np.array([max(r.wall_ns, 1) for r in mine], dtype=np.float64)
         idle = walls - np.array([busy_ns[row_of[(r.step, rank)]] for r in mine], dtype=np.float64)
@@ -134,7 +138,7 @@ def pipeline_bubbles(g: ExecGraph, reports: list[StepReport], slow: set[int]) ->
         for i in anomalies:
             out.append(Finding(
                 Bottleneck.PIPELINE_BUBBLE, mine[i].step, (rank,),
-                _p2p_names(g, own & (g.step_row == row_of[(mine[i].step, rank)])), ms(idle[i] - _peers(idle, i)),
+                _p2p_names(g, own[g.step_row[own] == row_of[(mine[i].step, rank)]]), ms(idle[i] - _peers(idle, i)),
                 f"rank {rank} step {mine[i].step}: the GPU idled {ms(idle[i])} ms against a median of "
                 f"{ms(_peers(idle, i))} ms in the rank's other steps, waiting on send/recv with rank(s) {with_ranks}",
             ))

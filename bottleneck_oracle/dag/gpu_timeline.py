@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.grouping import positions_by
 from bottleneck_oracle.dag.intervals import covered, merged
 from bottleneck_oracle.dag.names import classify_names, step_number
 from bottleneck_oracle.traces import EventKind, Trace
@@ -102,7 +103,7 @@ def _gpu_events(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
 
 def _by_rank(trace: Trace) -> dict[int, _RankGpu]:
     rank, start, end, comm, copy = _gpu_events(trace)
-    return {r: _RankGpu(start[m], end[m], comm[m], copy[m]) for r in np.unique(rank).tolist() if (m := rank == r).any()}
+    return {r: _RankGpu(start[m], end[m], comm[m], copy[m]) for r, m in positions_by(rank).items()}
 
 
 def _table(rows: list[tuple[int, dict[str, np.ndarray]]]) -> GpuTimeline:
@@ -116,10 +117,10 @@ def gpu_ranks(trace: Trace) -> set[int]:
     return set(_gpu_events(trace)[0].tolist())
 
 
-def _trace_window(trace: Trace, rank: int, gpu: _RankGpu) -> tuple[int, int]:
-    """The rank's GPU-side ``ProfilerStep`` labels from the first start to the last end, else its GPU work's."""
+def _trace_window(trace: Trace, labels: np.ndarray, gpu: _RankGpu) -> tuple[int, int]:
+    """From the first start to the last end of the rank's GPU-side ``ProfilerStep`` labels (among its GPU
+    annotation rows ``labels``), else of its GPU work."""
     ev = trace.events
-    labels = np.flatnonzero((ev.kind == EventKind.GPU_ANNOTATION) & (ev.rank == rank))
     steps = labels[[step_number(trace.strings[n]) is not None for n in ev.name[labels].tolist()]]
     if len(steps):
         return int(ev.start_ns[steps].min()), int((ev.start_ns[steps] + ev.dur_ns[steps]).max())
@@ -129,8 +130,10 @@ def _trace_window(trace: Trace, rank: int, gpu: _RankGpu) -> tuple[int, int]:
 def trace_gpu_timeline(trace: Trace) -> GpuTimeline:
     """One row per rank with GPU work, over the trace's window (ranks in order)."""
     rows = []
+    annotations = np.flatnonzero(trace.events.kind == EventKind.GPU_ANNOTATION)
+    labels_of = positions_by(trace.events.rank[annotations])
     for rank, gpu in sorted(_by_rank(trace).items()):
-        lo, hi = _trace_window(trace, rank, gpu)
+        lo, hi = _trace_window(trace, annotations[labels_of.get(rank, [])], gpu)
         rows.append((rank, gpu.measure(np.array([lo]), np.array([hi]))))
     return _table(rows)
 
@@ -141,8 +144,7 @@ def step_gpu_timeline(g: ExecGraph) -> GpuTimeline:
     steps = g.steps
     by_rank = _by_rank(g.trace)
     out = {f: np.zeros(len(steps), dtype=np.int64) for f in FIELDS}
-    for rank in np.unique(steps.rank).tolist():
-        rows = np.flatnonzero(steps.rank == rank)
+    for rank, rows in positions_by(steps.rank).items():
         lo, hi = steps.start_ns[rows], steps.end_ns[rows]
         measured = by_rank[rank].measure(lo, hi) if rank in by_rank else None
         for f in FIELDS:

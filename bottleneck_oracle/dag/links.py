@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bottleneck_oracle.dag.grouping import positions_by
 from bottleneck_oracle.dag.types import NodeKind, Role
 from bottleneck_oracle.traces import EventKind, SyncKind, Trace
 
@@ -163,8 +164,7 @@ def _resolve_waits(gpu: GpuNodes, waits: list[tuple[int, int, int]]) -> tuple[np
     """(waiter, awaited) for each (waiter, lane, time): the last work launched on lane before time."""
     arr = np.array(waits, dtype=np.int64).reshape(-1, 3)
     awaited = np.full(len(arr), -1, dtype=np.int64)
-    for lane in np.unique(arr[:, 1]).tolist():
-        at = arr[:, 1] == lane
+    for lane, at in positions_by(arr[:, 1]).items():
         awaited[at] = gpu.last_before(lane, arr[at, 2])
     return arr[:, 0], awaited
 
@@ -173,8 +173,7 @@ def _resolve_stream_waits(gpu: GpuNodes, waits: list[tuple[int, int, int, int]])
     """(waiter, awaited) for each (recorded lane, record time, waiting lane, call time)."""
     arr = np.array(waits, dtype=np.int64).reshape(-1, 4)
     waiter = np.full(len(arr), -1, dtype=np.int64)
-    for lane in np.unique(arr[:, 2]).tolist():
-        at = arr[:, 2] == lane
+    for lane, at in positions_by(arr[:, 2]).items():
         waiter[at] = gpu.first_after(lane, arr[at, 3])
     return waiter, _resolve_waits(gpu, [(0, int(a), int(b)) for a, b, _, _ in arr.tolist()])[1]
 

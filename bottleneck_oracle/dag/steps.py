@@ -19,6 +19,7 @@ import re
 import numpy as np
 
 from bottleneck_oracle.dag.graph import StepTable
+from bottleneck_oracle.dag.grouping import positions_by
 from bottleneck_oracle.dag.names import step_number
 from bottleneck_oracle.dag.types import NodeKind, Role
 from bottleneck_oracle.errors import ConfigError
@@ -141,11 +142,13 @@ def _tile(steps: StepTable, end_ns: np.ndarray, last_node: np.ndarray, queued: n
     start = steps.cpu_start_ns.copy()
     opened_by = np.full(len(steps), -1, dtype=np.int64)
     order = np.lexsort((steps.cpu_start_ns, steps.rank))
-    for r in np.unique(steps.rank).tolist():
-        mine = order[steps.rank[order] == r]
+    queued_nodes = np.flatnonzero(queued)
+    queued_of = positions_by(rank[queued_nodes])
+    for r, at in positions_by(steps.rank[order]).items():
+        mine = order[at]
         if steps.step[mine[0]] == WHOLE_TRACE:
             continue
-        before = np.flatnonzero(queued & (rank == r))
+        before = queued_nodes[queued_of.get(r, [])]
         first = before[np.argmax(end[before])] if len(before) else -1
         e = np.concatenate([[end[first] if first >= 0 else np.iinfo(np.int64).min], end_ns[mine]])
         node = np.concatenate([[first], last_node[mine]])
@@ -171,9 +174,10 @@ def assign_steps(steps: StepTable, rank: np.ndarray, lane: np.ndarray, start: np
     """
     row = np.full(len(rank), -1, dtype=np.int64)
     order = np.lexsort((steps.cpu_start_ns, steps.rank))
-    for r in np.unique(steps.rank).tolist():
-        mine = order[steps.rank[order] == r]
-        nodes = np.flatnonzero(rank == r)
+    nodes_of = positions_by(rank)
+    for r, at in positions_by(steps.rank[order]).items():
+        mine = order[at]
+        nodes = nodes_of.get(r, np.zeros(0, dtype=np.int64))
         pos = np.searchsorted(steps.cpu_start_ns[mine], start[nodes], side="right") - 1
         hit = (pos >= 0) & (start[nodes] < steps.cpu_end_ns[mine][np.maximum(pos, 0)])
         hit |= (pos >= 0) & (steps.step[mine][np.maximum(pos, 0)] == WHOLE_TRACE)
