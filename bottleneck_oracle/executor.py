@@ -18,7 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from bottleneck_oracle.errors import ConfigError, SetupError
+from bottleneck_oracle.errors import ConfigError, SetupError, one_line
 
 if TYPE_CHECKING:
     from bottleneck_oracle.config import Settings
@@ -38,7 +38,7 @@ R = TypeVar("R")
 class TaskStats:
     """What the last ``map`` cost where it ran: one entry per item, in order."""
 
-    peak_rss_bytes: list[int] = field(default_factory=list)  # the peak RSS of the process that ran each item
+    peak_rss_bytes: list[int] = field(default_factory=list)  # peak RSS of the process running each item (no shared memory)
     node: list[str] = field(default_factory=list)  # the host that ran each item
 
 
@@ -51,12 +51,35 @@ class Executor(Protocol):
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]: ...
 
 
-def _measured(fn: Callable[[T], R], item: T) -> tuple[R, int, str]:
-    """``fn(item)``, with the peak RSS of the process that ran it and its host."""
-    import resource
-
+def _measured(fn: Callable[[T], R], item: T, own_process: bool = True) -> tuple[R, int, str]:
+    """``fn(item)``, with the peak RSS of the process while it ran and the process's host. A Ray worker runs
+    task after task: its peak is reset before each one (Linux), so that it is this task's alone; in the
+    caller's own process (``own_process`` false) it is left alone, and is the caller's peak so far."""
+    if own_process:
+        _reset_peak_rss()
     result = fn(item)
-    return result, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, socket.gethostname()
+    return result, _peak_rss(), socket.gethostname()
+
+
+def _reset_peak_rss() -> None:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to the current RSS
+    except OSError:
+        pass  # not Linux: the process's peak so far
+
+
+def _peak_rss() -> int:
+    """The process's peak RSS, less the shared memory it holds: a Ray worker maps the object store, where
+    the results of its earlier tasks lie, and that is the store's memory, not the task's."""
+    try:
+        with open("/proc/self/status") as f:
+            kb = {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in f) if k in ("VmHWM", "RssShmem")}
+        return (kb["VmHWM"] - kb.get("RssShmem", 0)) * 1024
+    except (OSError, KeyError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 @dataclass
@@ -69,7 +92,7 @@ class LocalExecutor:
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         if self.workers <= 1 or len(items) <= 1:
-            out = [_measured(fn, item) for item in items]
+            out = [_measured(fn, item, False) for item in items]
         else:
             context = multiprocessing.get_context("fork")
             with ProcessPoolExecutor(max_workers=min(self.workers, len(items)), mp_context=context) as pool:
@@ -115,9 +138,15 @@ class RayExecutor:
         quiet = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": False}
         if self.address:
             _check_reachable(self.address)
-            ray.init(address=self.address, **quiet)
+            try:
+                ray.init(address=self.address, **quiet)
+            except ConnectionError as e:  # answered, but refused us: a token that is not the cluster's, most often
+                raise ConfigError(f"ray address {self.address}: the cluster refused this client ({one_line(e)}); "
+                                  "with token authentication, set RAY_AUTH_MODE=token and the cluster's "
+                                  "RAY_AUTH_TOKEN here too") from None
         else:
-            ray.init(num_cpus=self.num_cpus or os.cpu_count() or 1, include_dashboard=False, **quiet)
+            # "local": a Ray of its own, never one a `ray start` left on this machine
+            ray.init(address="local", num_cpus=self.num_cpus or os.cpu_count() or 1, include_dashboard=False, **quiet)
             atexit.register(ray.shutdown)  # the Ray this command started ends with it
 
 

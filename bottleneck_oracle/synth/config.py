@@ -12,7 +12,7 @@ from bottleneck_oracle.truth.injection import DEFAULT_SIZES, Injection, parse_in
 
 __all__ = ["MAX_RANKS", "SynthConfig"]
 
-MAX_RANKS = 64
+MAX_RANKS = 4096  # the jobs the scale benchmark writes (benchmarks/bench_scale.py) go to 1,024
 _VIRTUAL_STAGES = 2  # model chunks per stage with interleave=True
 
 

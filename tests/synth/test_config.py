@@ -24,7 +24,7 @@ def test_config_defaults_and_derived_values() -> None:
     ("changes", "message"),
     [
         ({"dp": 0}, "dp must be an integer >= 1"),
-        ({"dp": 65}, "65 ranks; 1 to 64"),
+        ({"dp": 4097}, "4097 ranks; 1 to 4096"),
         ({"model": "70b"}, "unknown model '70b'"),
         ({"hardware": "TPU"}, "unknown hardware 'TPU'"),
         ({"tp": 3}, "tp=3 does not divide"),

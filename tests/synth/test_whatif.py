@@ -67,7 +67,7 @@ def test_data_parallel_change_reshapes_the_job() -> None:
 
 @pytest.mark.parametrize(("edit", "message"), [
     (Edit.remove_injection(0), "no injection 0"),
-    (Edit.data_parallel(64), "ranks; 1 to 64"),
+    (Edit.data_parallel(4096), "ranks; 1 to 4096"),
     (Edit.microbatches(3), "does not split into 3 micro-batches"),
     (Edit.fix("host_pause"), "no host_pause injection to fix"),
     (Edit.scale(2.0, op="gemm", ranks=(1,)), "selected by op= alone"),

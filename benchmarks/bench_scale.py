@@ -1,0 +1,78 @@
+"""Benchmark: many ranks through the local executor and through Ray with 1 and 2 workers, in one run.
+
+Synthetic jobs (7b, tp 4 x pp 2, data parallel 8, 32 and 128: 64, 256 and 1,024 ranks, 2 steps)
+are written by the simulator, then each is read and analysed by ``_scale_worker.py`` in a fresh
+process per executor: wall time, the driver's peak RSS and each task's peak RSS where it ran,
+against the number of ranks, and a digest of the analysis that must be the same for all three.
+Usage: ``python benchmarks/bench_scale.py [--ranks 64,256,1024] [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bottleneck_oracle.synth import synthesize
+from bottleneck_oracle.synth.config import SynthConfig
+
+HERE = Path(__file__).resolve().parent
+MB = 1024 * 1024
+RUNS = (("local", 2), ("ray", 1), ("ray", 2))  # executor, workers (Ray: the CPUs of the Ray it starts)
+
+
+def make_job(out: Path, ranks: int) -> Path:
+    folder = out / f"job{ranks}"
+    if not (folder / "manifest.json").exists():
+        synthesize(folder, SynthConfig(model="7b", dp=ranks // 8, tp=4, pp=2, microbatches=2, steps=2),
+                   workers=os.cpu_count() or 1)
+    return folder
+
+
+def measure(folder: Path, kind: str, workers: int) -> dict:
+    result = folder.parent / f"result-{folder.name}-{kind}{workers}.json"
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, str(HERE / "_scale_worker.py"), str(folder), kind, str(workers), str(result)],
+                   check=True, stdout=subprocess.DEVNULL)
+    row = json.loads(result.read_text())
+    row["wall_s"] = time.perf_counter() - t0
+    return row
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ranks", default="64,256,1024")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/oracle-bench-scale"))
+    args = parser.parse_args(argv)
+    rows = []
+    for ranks in map(int, args.ranks.split(",")):
+        folder = make_job(args.out, ranks)
+        files = [f for f in folder.iterdir() if f.name.endswith(".json.gz")]
+        raw_gz = sum(f.stat().st_size for f in files)
+        runs = [measure(folder, kind, workers) for kind, workers in RUNS]
+        assert len({r["digest"] for r in runs}) == 1, f"{ranks} ranks: the executors disagree"
+        for r in runs:
+            rows.append({**r, "raw_gz_mb": raw_gz / MB})
+    (args.out / "bench_scale.json").write_text(json.dumps(rows, indent=1))
+    print(f"{'ranks':>6}{'events':>12}{'gz MB':>8}{'executor':>10}{'wall s':>8}{'start s':>8}{'read s':>8}{'analyze s':>10}"
+          f"{'driver MB':>10}{'MB/rank':>8}{'task MB max':>12}{'task MB med':>12}{'trace MB':>9}{'graph MB':>9}")
+    for r in rows:
+        peaks = r["task_peaks"]
+        print(f"{r['ranks']:>6}{r['events']:>12,}{r['raw_gz_mb']:>8.0f}{r['executor'] + str(r['workers']):>10}"
+              f"{r['wall_s']:>8.1f}{r['start_s']:>8.1f}{r['read_s']:>8.1f}{r['analyze_s']:>10.1f}{r['driver_peak'] / MB:>10.0f}"
+              f"{r['driver_peak'] / MB / r['ranks']:>8.1f}{max(peaks) / MB:>12.0f}{statistics.median(peaks) / MB:>12.0f}"
+              f"{r['trace_bytes'] / MB:>9.0f}{(r['graph_bytes'] + r['points_bytes']) / MB:>9.0f}")
+    per_rank = [r for r in rows if r["executor"] == "local"]
+    for r in per_rank:
+        print(f"{r['ranks']} ranks: per rank {r['collective_members'] / r['ranks']:.0f} collective members, "
+              f"{r['steps'] / r['ranks']:.0f} steps, {r['path_segments'] / r['ranks']:.0f} critical path segments")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
