@@ -28,7 +28,8 @@ CHROMIUM = Path("/usr/bin/chromium")  # what the page test drives (tests/server/
 SETUP = "run make setup"
 # Each extra of pyproject.toml and the module whose import says it is installed.
 EXTRAS = {"capture": "torch", "gnn": "torch_geometric", "neo4j": "neo4j", "embed": "tokenizers",
-          "agent": "langgraph", "integrations": "transformers", "server": "fastapi", "dev": "playwright"}
+          "agent": "langgraph", "integrations": "transformers", "server": "fastapi", "dev": "playwright",
+          "ray": "ray"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,3 +39,12 @@ def test_each_result_is_seen_in_order_as_it_comes(tmp_path: Path) -> None:
     assert [c.name for c in done] == ["python", "disk"] == [c.name for c in seen]
     assert all(c.ok and c.seconds >= 0 for c in done)
     assert str(tmp_path) in done[1].detail  # the workspace's nearest existing folder
+
+
+def test_every_extra_of_pyproject_is_checked() -> None:
+    import tomllib
+
+    from tests.conftest import REPO
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert set(doctor.EXTRAS) == set(extras)
