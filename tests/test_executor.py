@@ -78,12 +78,11 @@ def test_a_bad_executor_setting_is_named(kind: str, address: str | None, says: s
         make_executor(kind, ray_address=address)
 
 
-def test_a_ray_address_where_nothing_listens_fails_in_seconds_naming_it(tmp_path: Path) -> None:
+def test_a_ray_address_where_nothing_listens_fails_before_ray_waits_for_it(tmp_path: Path) -> None:
     address = f"127.0.0.1:{_closed_port()}"
-    t0 = time.monotonic()
+    # the probe's own error: ray.init would have waited minutes for the head, then said something else
     with pytest.raises(ConfigError, match=f"ray address {address}: no Ray head node answers there"):
         RayExecutor(address).map(len, ["x"])
-    assert time.monotonic() - t0 < 30  # ray.init alone would wait minutes
     with pytest.raises(ConfigError, match="not HOST:PORT"):
         RayExecutor("headnode").map(len, ["x"])
 
