@@ -126,7 +126,8 @@ class RayExecutor:
             if cause is None:
                 raise
             raise cause from None  # the task's own error (a bad file): as the local executor raises it
-        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as e:
+        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError, ray.exceptions.OutOfMemoryError) as e:
+            # a rank file too large for its node's memory ends here too (the memory monitor kills the task)
             raise SetupError(f"ray: a task failed {RAY_TASK_RETRIES + 1} times, its worker dying each time "
                              f"({type(e).__name__}); see the cluster's logs") from None
         self.stats = TaskStats([rss for _, rss, _ in out], [host for _, _, host in out])

@@ -174,6 +174,14 @@ def test_a_64_rank_job_is_the_same_on_ray_and_a_killed_worker_changes_nothing(ra
 
 
 @pytest.mark.slow
+def test_a_task_whose_worker_dies_every_time_fails_in_one_line(ray_cluster) -> None:  # type: ignore[no-untyped-def]
+    from bottleneck_oracle.errors import SetupError
+
+    with pytest.raises(SetupError, match=r"ray: a task failed 4 times, its worker dying each time \(WorkerCrashedError\)"):
+        RayExecutor().map(os._exit, [1])  # the worker process exits in the middle of the task, on every try
+
+
+@pytest.mark.slow
 def test_a_bad_rank_file_fails_on_ray_as_it_does_locally(ray_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     good = REPO / "examples" / "gpt_2rank"
     for f in good.iterdir():
