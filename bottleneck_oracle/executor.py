@@ -39,26 +39,24 @@ class TaskStats:
     """What the last ``map`` cost where it ran: one entry per item, in order."""
 
     peak_rss_bytes: list[int] = field(default_factory=list)  # peak RSS of the process running each item (no shared memory)
-    node: list[str] = field(default_factory=list)  # the host that ran each item
 
 
 class Executor(Protocol):
     """Maps a picklable module-level function over items, results in the items' order."""
 
-    name: str
     stats: TaskStats
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]: ...
 
 
-def _measured(fn: Callable[[T], R], item: T, own_process: bool = True) -> tuple[R, int, str]:
-    """``fn(item)``, with the peak RSS of the process while it ran and the process's host. A Ray worker runs
+def _measured(fn: Callable[[T], R], item: T, own_process: bool = True) -> tuple[R, int]:
+    """``fn(item)``, with the peak RSS of the process while it ran. A Ray worker runs
     task after task: its peak is reset before each one (Linux), so that it is this task's alone; in the
     caller's own process (``own_process`` false) it is left alone, and is the caller's peak so far."""
     if own_process:
         _reset_peak_rss()
     result = fn(item)
-    return result, _peak_rss(), socket.gethostname()
+    return result, _peak_rss()
 
 
 def _reset_peak_rss() -> None:
@@ -87,7 +85,6 @@ class LocalExecutor:
     """``workers`` forked processes on this machine (one: in this process)."""
 
     workers: int = 1
-    name: str = "local"
     stats: TaskStats = field(default_factory=TaskStats)
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
@@ -97,8 +94,8 @@ class LocalExecutor:
             context = multiprocessing.get_context("fork")
             with ProcessPoolExecutor(max_workers=min(self.workers, len(items)), mp_context=context) as pool:
                 out = list(pool.map(_measured, [fn] * len(items), items))
-        self.stats = TaskStats([rss for _, rss, _ in out], [host for _, _, host in out])
-        return [r for r, _, _ in out]
+        self.stats = TaskStats([rss for _, rss in out])
+        return [r for r, _ in out]
 
 
 @dataclass
@@ -111,7 +108,6 @@ class RayExecutor:
 
     address: str | None = None
     num_cpus: int | None = None
-    name: str = "ray"
     stats: TaskStats = field(default_factory=TaskStats)
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
@@ -130,8 +126,8 @@ class RayExecutor:
             # a rank file too large for its node's memory ends here too (the memory monitor kills the task)
             raise SetupError(f"ray: a task failed {RAY_TASK_RETRIES + 1} times, its worker dying each time "
                              f"({type(e).__name__}); see the cluster's logs") from None
-        self.stats = TaskStats([rss for _, rss, _ in out], [host for _, _, host in out])
-        return [r for r, _, _ in out]
+        self.stats = TaskStats([rss for _, rss in out])
+        return [r for r, _ in out]
 
     def _connect(self, ray: Any) -> None:
         if ray.is_initialized():

@@ -109,8 +109,9 @@ def _main_lanes(trace: Trace, kind: np.ndarray, role: np.ndarray, rank: np.ndarr
                 lane: np.ndarray) -> np.ndarray:
     """Per rank, the thread of its ProfilerStep annotations, else the one with most CPU ops."""
     main = np.full(max((i.rank for i in trace.ranks), default=0) + 1, -1, dtype=np.int64)
-    step_lanes, op_lanes = lane[role == Role.STEP], lane[kind == NodeKind.CPU_OP]
-    steps, ops = positions_by(rank[role == Role.STEP]), positions_by(rank[kind == NodeKind.CPU_OP])
+    is_step, is_op = role == Role.STEP, kind == NodeKind.CPU_OP
+    step_lanes, op_lanes = lane[is_step], lane[is_op]
+    steps, ops = positions_by(rank[is_step]), positions_by(rank[is_op])
     for info in trace.ranks:
         pick = step_lanes[steps[info.rank]] if info.rank in steps else op_lanes[ops.get(info.rank, [])]
         if len(pick):

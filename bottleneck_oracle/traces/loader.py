@@ -80,7 +80,7 @@ def _gunzip(data: bytes) -> bytearray:
     return out
 
 
-def _read_bytes(path: Path, location: Path) -> bytes | bytearray:
+def _read_bytes(location: Path) -> bytes | bytearray:
     try:
         data = location.read_bytes()
     except OSError as e:  # listed on the driver, gone or not mounted where the task ran
@@ -90,7 +90,7 @@ def _read_bytes(path: Path, location: Path) -> bytes | bytearray:
     try:
         return _gunzip(data)
     except (EOFError, zlib.error) as e:
-        raise TraceFormatError(f"{path.name}: truncated or corrupt gzip ({e})") from e
+        raise TraceFormatError(f"{location.name}: truncated or corrupt gzip ({e})") from e
 
 
 def _decode(path: Path, raw: bytes | bytearray, skipped: Counter[str]) -> DecodedFile:
@@ -110,7 +110,7 @@ Parsed = RankPart | EtFile | None
 def _parse_file(item: tuple[Path, bool, Path]) -> Parsed:
     """One file as the user named it (``path``), read at ``location``, its absolute path."""
     path, named, location = item
-    raw = _read_bytes(path, location)
+    raw = _read_bytes(location)
     skipped: Counter[str] = Counter()
     doc = _decode(path, raw, skipped)
     del raw  # the events keep the buffer alive only until parse_kineto has decoded them
