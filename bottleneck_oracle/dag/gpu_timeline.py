@@ -4,8 +4,11 @@ The definition is TraceLens's ``gpu_timeline`` (TRACE-NOTES 9), so the two tools
 the kernels, copies and fills of the GPU rows; communication is the kernels of ``COMM_LIBRARIES``;
 computation the union of the other kernels and the fills; exposed communication the communication no
 computation overlaps; exposed memcpy the copies neither overlaps; busy the union of all; idle the
-window's rest. The trace's window is that of its GPU-side ``ProfilerStep`` labels when it has them,
-else from its first to its last GPU op; a step's window is its tiled window (``dag/steps.py``).
+window's rest. Over the whole trace, as in TraceLens, only the GPU ops a runtime call of the rank
+launched count (its ``include_unlinked_kernels=False``; every op where none is linked, as on a GPU-only
+trace), and the window runs from the first to the last of them. A GPU-side ``ProfilerStep`` label is
+no window: on ROCm DDP traces it is a 17 µs marker. A step's window is its tiled window
+(``dag/steps.py``), over all its GPU ops.
 
 The critical-path breakdown answers another question (what delayed the step); this one is what the
 GPU did, and a finding may not contradict it: a faster host cannot save time the GPU was busy.
@@ -20,7 +23,8 @@ import numpy as np
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.grouping import positions_by
 from bottleneck_oracle.dag.intervals import covered, merged
-from bottleneck_oracle.dag.names import classify_names, step_number
+from bottleneck_oracle.dag.links import rank_key
+from bottleneck_oracle.dag.names import classify_names
 from bottleneck_oracle.traces import EventKind, Trace
 
 __all__ = ["FIELDS", "GpuTimeline", "gpu_ranks", "step_gpu_timeline", "trace_gpu_timeline"]
@@ -91,19 +95,24 @@ class _RankGpu:
                 "exposed_memcpy": busy - either, "busy": busy, "idle": total - busy, "total": total}
 
 
-def _gpu_events(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(rank, start, end, is_comm, is_copy)`` of every kernel, copy and fill of the trace."""
+def _gpu_rows(trace: Trace) -> np.ndarray:
+    """Event rows of every kernel, copy and fill of the trace."""
+    return np.flatnonzero(np.isin(trace.events.kind, (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET)))
+
+
+def _gpu_columns(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(start, end, is_comm, is_copy)`` of the GPU events ``rows``."""
     ev = trace.events
-    rows = np.flatnonzero(np.isin(ev.kind, (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET)))
     _, comm_name, _ = classify_names(trace.strings)
     kind = ev.kind[rows]
     is_comm = (kind == EventKind.KERNEL) & comm_name[ev.name[rows]]
-    return ev.rank[rows], ev.start_ns[rows], ev.start_ns[rows] + ev.dur_ns[rows], is_comm, kind == EventKind.MEMCPY
+    return ev.start_ns[rows], ev.start_ns[rows] + ev.dur_ns[rows], is_comm, kind == EventKind.MEMCPY
 
 
 def _by_rank(trace: Trace) -> dict[int, _RankGpu]:
-    rank, start, end, comm, copy = _gpu_events(trace)
-    return {r: _RankGpu(start[m], end[m], comm[m], copy[m]) for r, m in positions_by(rank).items()}
+    rows = _gpu_rows(trace)
+    start, end, comm, copy = _gpu_columns(trace, rows)
+    return {r: _RankGpu(start[m], end[m], comm[m], copy[m]) for r, m in positions_by(trace.events.rank[rows]).items()}
 
 
 def _table(rows: list[tuple[int, dict[str, np.ndarray]]]) -> GpuTimeline:
@@ -114,28 +123,28 @@ def _table(rows: list[tuple[int, dict[str, np.ndarray]]]) -> GpuTimeline:
 
 def gpu_ranks(trace: Trace) -> set[int]:
     """The ranks that recorded GPU work (a kernel, copy or fill)."""
-    return set(_gpu_events(trace)[0].tolist())
+    return set(trace.events.rank[_gpu_rows(trace)].tolist())
 
 
-def _trace_window(trace: Trace, labels: np.ndarray, gpu: _RankGpu) -> tuple[int, int]:
-    """From the first start to the last end of the rank's GPU-side ``ProfilerStep`` labels (among its GPU
-    annotation rows ``labels``), else of its GPU work."""
+def _launched(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """bool per GPU event of ``rows``: a runtime call of its rank carries its correlation id."""
     ev = trace.events
-    steps = labels[[step_number(trace.strings[n]) is not None for n in ev.name[labels].tolist()]]
-    if len(steps):
-        return int(ev.start_ns[steps].min()), int((ev.start_ns[steps] + ev.dur_ns[steps]).max())
-    return int(gpu.any[0][0]), int(gpu.any[1][-1])
+    calls = np.flatnonzero((ev.kind == EventKind.RUNTIME) & (ev.correlation >= 0))
+    return np.isin(rank_key(ev.rank[rows], ev.correlation[rows]), rank_key(ev.rank[calls], ev.correlation[calls]))
 
 
 def trace_gpu_timeline(trace: Trace) -> GpuTimeline:
     """One row per rank with GPU work, over the trace's window (ranks in order)."""
-    rows = []
-    annotations = np.flatnonzero(trace.events.kind == EventKind.GPU_ANNOTATION)
-    labels_of = positions_by(trace.events.rank[annotations])
-    for rank, gpu in sorted(_by_rank(trace).items()):
-        lo, hi = _trace_window(trace, annotations[labels_of.get(rank, [])], gpu)
-        rows.append((rank, gpu.measure(np.array([lo]), np.array([hi]))))
-    return _table(rows)
+    rows = _gpu_rows(trace)
+    launched = _launched(trace, rows)
+    columns = _gpu_columns(trace, rows)
+    out = []
+    for r, mine in sorted(positions_by(trace.events.rank[rows]).items()):
+        if launched[mine].any():
+            mine = mine[launched[mine]]
+        gpu = _RankGpu(*(col[mine] for col in columns))
+        out.append((r, gpu.measure(np.array([gpu.any[0][0]]), np.array([gpu.any[1][-1]]))))
+    return _table(out)
 
 
 def step_gpu_timeline(g: ExecGraph) -> GpuTimeline:

@@ -58,7 +58,7 @@ def handoff_edges(chain_src: np.ndarray, chain_dst: np.ndarray, chain_owner: np.
     resumer = resume_point // 2
     when = t[resume_point]
     gap_start = np.concatenate([t[chain_src[gaps]], np.full(len(first), np.iinfo(np.int64).min)])
-    src, dst = [], []
+    src, dst, at = [], [], []
     taken = np.zeros(len(resumer), dtype=bool)
     positions = _searchsorted_pairs(key_r, end[releaser], rank[resumer].astype(np.int64), when)
     for back in (1, 2):  # the latest releaser, or the one before it when that one is on our own thread
@@ -69,8 +69,27 @@ def handoff_edges(chain_src: np.ndarray, chain_dst: np.ndarray, chain_owner: np.
         ok &= ~((resume_point % 2 == 1) & (start[resumer] >= end[cand]))
         src.append(cand[ok])
         dst.append(resumer[ok])
+        at.append(when[ok])
         taken |= ok
-    return np.concatenate(src).astype(np.int64), np.concatenate(dst).astype(np.int64)
+    src_, dst_, at_ = (np.concatenate(x).astype(np.int64) for x in (src, dst, at))
+    keep = ~_mutual_ties(lane[src_], lane[dst_], end[src_], at_)
+    return src_[keep], dst_[keep]
+
+
+def _mutual_ties(src_lane: np.ndarray, dst_lane: np.ndarray, released: np.ndarray, resumed: np.ndarray) -> np.ndarray:
+    """bool per hand-off: it ties (its releaser ended as the resumer resumed) between two threads that,
+    at that instant, each release and resume in ties. Which released which cannot be told then (ranges
+    still open when the profiler stopped are all closed at its stop time) and such ties may form a
+    cycle; every cycle of ties runs through such threads only, so dropping these breaks them all."""
+    tie = np.flatnonzero(released == resumed)
+    out = np.zeros(len(released), dtype=bool)
+    if not len(tie):
+        return out
+    at = resumed[tie].tolist()
+    srcs, dsts = set(zip(src_lane[tie].tolist(), at)), set(zip(dst_lane[tie].tolist(), at))
+    both = srcs & dsts
+    out[tie] = [(s, t) in both and (d, t) in both for s, d, t in zip(src_lane[tie].tolist(), dst_lane[tie].tolist(), at)]
+    return out
 
 
 def idle_resumes(chain_src: np.ndarray, chain_dst: np.ndarray, chain_owner: np.ndarray, kind: np.ndarray,

@@ -68,7 +68,9 @@ def _skipped_note(a: Analysis) -> HealthNote | None:
     if not skipped:
         return None
     reasons = ", ".join(f"{r}: {n:,}" for r, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
-    return HealthNote(HealthCode.SKIPPED_EVENTS, f"{sum(skipped.values()):,} malformed event(s) skipped "
+    what = "event(s) malformed or of a category not read" if any(r.startswith("category") for r in skipped) \
+        else "malformed event(s)"
+    return HealthNote(HealthCode.SKIPPED_EVENTS, f"{sum(skipped.values()):,} {what} skipped "
                       f"({reasons}): the analysis does without them")
 
 

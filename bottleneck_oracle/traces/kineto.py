@@ -60,6 +60,7 @@ _SYNC_BY_NAME = {
 _COMM_PREFIXES = ("c10d::", "gloo:", "nccl:", "record_param_comms")
 _P2P_CALLS = ("c10d::send", "c10d::recv")
 _LAUNCH_FLOW_CATS = frozenset({"ac2g", "async_cpu_to_gpu", "async"})  # "async": PyTorch 1.8-1.9
+_NOT_OPS = frozenset({"trace", "overhead", "fwdbwd", "cpu_instant_event", *_LAUNCH_FLOW_CATS})  # no op in them
 _UINT32_MINUS_ONE = 4294967295
 _GENERIC_THREAD_NAMES = ("(python)", "(pt_main_thread)", "python", "pt_main_thread")
 _FLOAT_EXACT_LIMIT_US = 9e12  # above this, float64 µs cannot hold every ns digit
@@ -255,6 +256,10 @@ def _decode_chunks(doc: DecodedFile, base_ns: int, skipped: Counter[str]
         cats = {c for c in seen if c and c.lower() in _KIND_BY_CAT}
         if None in seen and (n := sum(1 for e in events if e.ph == "X" and e.cat is None)):
             skipped["no cat"] += n
+        if other := {c for c in seen if c and c not in cats and c.lower() not in _NOT_OPS}:
+            # another accelerator's device events (MTIA's mtia_ccp_events) must not vanish unsaid
+            for cat, n in Counter(e.cat for e in events if e.cat in other and e.ph == "X").items():
+                skipped[f"category not read: {cat[:40]}"] += n
         idx = np.array([i for i, e in enumerate(events) if e.ph == "X" and e.cat in cats], dtype=np.int64)
         col, checks = _chunk_columns([events[i] for i in idx.tolist()], interner)
         keep = tally(checks + time_checks(col["ts"], col["dur"], base_ns), skipped)

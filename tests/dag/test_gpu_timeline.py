@@ -91,6 +91,28 @@ def test_the_definition_by_hand(tmp_path: Path) -> None:
     assert whole["total_ms"] == pytest.approx(0.620) and whole["busy_ms"] == pytest.approx(0.520)
 
 
+def test_the_whole_trace_spans_the_launched_gpu_ops_not_a_step_label(tmp_path: Path) -> None:
+    # a GPU-side ProfilerStep label of 17 µs (as ROCm DDP traces write it), launched kernels from
+    # 0.1 ms to 0.9 ms, and a fill no runtime call of the trace launched, at 2 ms: TraceLens counts
+    # only the launched ops (``include_unlinked_kernels=False``) from the first to the last
+    label = {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#1", "pid": 0, "tid": 7,
+             "ts": 300, "dur": 17, "args": {"device": 0}}
+    events = [step(1, 0, 1_000), runtime("cudaLaunchKernel", 10, 5, 1), runtime("cudaLaunchKernel", 20, 5, 2),
+              kernel("gemm_a", 100, 300, 1), kernel("gemm_b", 600, 300, 2), label,
+              kernel("fill", 2_000, 50, 99, cat="gpu_memset")]
+    a = analyze(read_trace([write(tmp_path / "t.json.gz", events)]))
+    whole = a.gpu_trace.record(0)
+    assert whole["total_ms"] == pytest.approx(0.800, abs=1e-9)
+    assert whole["busy_ms"] == pytest.approx(0.600, abs=1e-9)
+    assert whole["computation_ms"] == pytest.approx(0.600, abs=1e-9)
+
+
+def test_a_trace_with_no_launch_recorded_counts_every_gpu_op(tmp_path: Path) -> None:
+    events = [kernel("gemm_a", 100, 300, 1), kernel("gemm_b", 600, 300, 2)]  # GPU rows only
+    whole = trace_gpu_timeline(read_trace([write(tmp_path / "t.json.gz", events)])).record(0)
+    assert whole["total_ms"] == pytest.approx(0.800, abs=1e-9) and whole["busy_ms"] == pytest.approx(0.600, abs=1e-9)
+
+
 def test_a_rank_without_gpu_work_is_all_idle(tmp_path: Path) -> None:
     path = write(tmp_path / "cpu.json.gz", [step(1, 0, 100), op("aten::mm", 10, 50), step(2, 100, 100),
                                             op("aten::mm", 110, 50)])

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bottleneck_oracle.dag.analysis import analyze
+from bottleneck_oracle.dag.health import HealthCode, trace_health
 from bottleneck_oracle.errors import TraceFormatError
 from bottleneck_oracle.traces import EventKind, read_trace
 from tests.tracebuilder import op, step, write
@@ -99,6 +100,18 @@ def test_each_damaged_field_skips_its_event_with_its_reason(tmp_path: Path, dama
     assert _names(trace) == ["ProfilerStep#1", "aten::add"]
     assert trace.skipped_events == {reason: 1}
     analyze(trace)
+
+
+def test_events_of_a_category_not_read_are_counted_by_category(tmp_path: Path) -> None:
+    # another accelerator's device events (HTA's MTIA traces) must not vanish without a word;
+    # the profiler's own overhead rows are no ops and go unsaid
+    device = {**op("dma_request", 40, 5), "cat": "mtia_ccp_events"}
+    overhead = {**op("CUPTI Overhead", 50, 1), "cat": "overhead"}
+    trace = read_trace(_file(tmp_path / "t.json", [STEP, MM, device, device, overhead]))
+    assert _names(trace) == ["ProfilerStep#1", "aten::mm"]
+    assert trace.skipped_events == {"category not read: mtia_ccp_events": 2}
+    (note,) = [h for h in trace_health(analyze(trace)) if h.code == HealthCode.SKIPPED_EVENTS]
+    assert "2 event(s) malformed or of a category not read skipped" in note.message
 
 
 def test_large_but_valid_values_are_kept(tmp_path: Path) -> None:

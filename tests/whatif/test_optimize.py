@@ -83,17 +83,18 @@ def test_the_plan_goes_on_with_what_the_first_change_exposes() -> None:
     assert len({str(c.edit) for c in plan.plan}) == len(plan.plan)
 
 
-def test_a_retimed_trace_the_analysis_refuses_leaves_the_plan_predicting_on_top(real_traces) -> None:  # type: ignore[no-untyped-def]
+def test_the_retimed_trace_of_a_host_bound_fix_is_analysed_again(real_traces) -> None:  # type: ignore[no-untyped-def]
     from bottleneck_oracle.dag.analysis import analyze
-    from bottleneck_oracle.errors import GraphError
     from bottleneck_oracle.traces import read_trace
     from bottleneck_oracle.whatif.retime import edited_analysis
 
-    a = analyze(read_trace(real_traces / "hta" / "amd_mi250"))  # host-bound: the retimed trace of its fix has a cycle
+    a = analyze(read_trace(real_traces / "hta" / "amd_mi250"))  # host-bound
     plan = optimize(a, 1, PLAYBOOK, budget=2)
     assert plan.plan[0].category == "launch_overhead" and plan.plan[0].prediction.best_ms < plan.baseline_ms
-    with pytest.raises(GraphError, match="cycle"):
-        edited_analysis(a, 1, [plan.plan[0].edit])
+    # its retimed threads end ranges at one instant, each seeming to release the other: those ties are
+    # no hand-off (dag/handoffs.py), so the retimed job has no cycle and is analysed again
+    fixed = edited_analysis(a, 1, [plan.plan[0].edit])
+    assert max(r.wall_ns for r in fixed.steps if r.step == 1) / 1e6 < plan.baseline_ms
 
 
 def _h100(name: str) -> Analysis:
