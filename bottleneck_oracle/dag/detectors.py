@@ -12,6 +12,7 @@ from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.finding import ANOMALY_SHARE, CAT_INDEX, MIN_NS, Finding, ms, top_ops
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.intervals import merged
+from bottleneck_oracle.dag.python_frames import python_self_time
 from bottleneck_oracle.dag.types import Bottleneck, Category, NodeKind, Role
 
 __all__ = ["category_findings", "checkpoints", "compute_time", "host_pauses", "neighbour_op", "slow_compute", "stragglers"]
@@ -19,6 +20,8 @@ __all__ = ["category_findings", "checkpoints", "compute_time", "host_pauses", "n
 STRAGGLER_SHARE = 0.25  # of the late rank's median step: lateness that makes a straggler
 PAUSE_SHARE = 0.10  # of the step: a host pause in a slow step
 CHRONIC_PAUSE_SHARE = 0.25  # of the step: a host pause in any step
+FRAMES_SHARE = 0.5  # of a pause: recorded Python frames' own time that makes it Python work, named
+PYTHON_TOP = 3  # functions named
 
 
 def category_findings(
@@ -75,14 +78,28 @@ def host_pauses(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list
             before = neighbour_op(g, r, i, -1)
             after = neighbour_op(g, r, i, +1)
             lane = g.trace.lanes.label[g.lane[r.path_node[i]]] if r.path_node[i] >= 0 else "a thread"
+            frames = _python_frames(g, r, i)
             out.append(Finding(
                 Bottleneck.HOST_PAUSE, r.step, (r.rank,), tuple(x for x in (before, after) if x),
                 ms(r.path_dur_ns[i]),
-                f"rank {r.rank} step {r.step}: {lane} ran no profiled op for "
+                f"rank {r.rank} step {r.step}: {lane} ran {'Python but ' if frames else ''}no profiled op for "
                 f"{ms(r.path_dur_ns[i])} ms ({ms(r.path_start_ns[i] - r.start_ns)} ms into the step), "
-                f"between '{before or 'step start'}' and '{after or 'step end'}'",
+                f"between '{before or 'step start'}' and '{after or 'step end'}'{frames}",
             ))
     return out
+
+
+def _python_frames(g: ExecGraph, r: StepReport, i: int) -> str:
+    """``; its Python frames' own time: f 104.917 ms, ...`` when recorded frames fill most of the pause
+    of ``r``'s path segment ``i`` (a ``with_stack`` trace), else ``""``."""
+    if r.path_node[i] < 0:
+        return ""
+    lo = int(r.path_start_ns[i])
+    own = python_self_time(g.trace, int(g.lane[r.path_node[i]]), lo, lo + int(r.path_dur_ns[i]))
+    if sum(own.values()) < FRAMES_SHARE * r.path_dur_ns[i]:
+        return ""
+    top = ", ".join(f"{name} {ms(ns)} ms" for name, ns in own.most_common(PYTHON_TOP))
+    return f"; its Python frames' own time: {top}"
 
 
 def neighbour_op(g: ExecGraph, r: StepReport, i: int, step: int) -> str:
