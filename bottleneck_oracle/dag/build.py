@@ -48,7 +48,8 @@ def _node_kinds(ev_kind: np.ndarray, comm_kernel: np.ndarray, gloo_op: np.ndarra
     for k, v in _NODE_KIND.items():
         table[k] = v
     kind = table[ev_kind]
-    comm = (comm_kernel & (kind == NodeKind.KERNEL)) | (gloo_op & (kind == NodeKind.ANNOTATION))
+    # gloo ops are user annotations; PyTorch 1.10-1.12 recorded them as cpu_op
+    comm = (comm_kernel & (kind == NodeKind.KERNEL)) | (gloo_op & np.isin(kind, (NodeKind.ANNOTATION, NodeKind.CPU_OP)))
     kind[comm] = NodeKind.COMM
     return kind
 

@@ -34,8 +34,10 @@ class GpuBound:
     """A step (``None``: most steps of the rank) whose GPU was busy most of its window.
 
     Args:
-        kernels (tuple[tuple[str, float], ...]): the kernels with most GPU time in it, (name, ms).
-        op_classes (tuple[tuple[str, float], ...]): GPU time by op class (``other`` for none), (class, ms).
+        kernels (tuple[tuple[str, float], ...]): the kernels with most GPU time in it, (name, ms); for
+            most steps of a rank, a step's mean.
+        op_classes (tuple[tuple[str, float], ...]): GPU time by op class (``other`` for none), (class, ms),
+            likewise.
     """
 
     step: int | None
@@ -53,8 +55,9 @@ class GpuBound:
         classes = ", ".join(f"{c} {t:g} ms" for c, t in self.op_classes[:3])
         top = self.kernels[0] if self.kernels else None
         lead = f"; the top kernel is {top[0][:80]!r} ({top[1]:g} ms)" if top else ""
+        per = "" if self.step is not None else " (a step's mean)"
         return (f"{where}: GPU-bound: the GPU computed or copied {self.busy_share:.0%} of the step ({self.busy_ms:g} "
-                f"of {self.wall_ms:g} ms); GPU time by op class: {classes}{lead}")
+                f"of {self.wall_ms:g} ms); GPU time by op class{per}: {classes}{lead}")
 
     def to_dict(self) -> dict[str, object]:
         return {"step": self.step, "rank": self.rank, "busy_pct": round(100 * self.busy_share, 1),
@@ -70,16 +73,17 @@ def _gpu_rows(g: ExecGraph, gpu: GpuTimeline) -> dict[tuple[int, int], int]:
 
 
 def _gpu_time(g: ExecGraph, rows: list[int]) -> tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]:
-    """Top kernels and op classes by GPU time among the GPU work of the steps ``rows``."""
+    """Top kernels and op classes by GPU time among the GPU work of the steps ``rows``, a step's mean
+    (set beside the median step's busy time, not the sum of every step's)."""
     work = np.flatnonzero(np.isin(g.kind, (NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET, NodeKind.COMM))
                           & np.isin(g.step_row, rows) & (g.parent < 0))
-    by_name = np.bincount(g.name[work], weights=g.dur_ns[work], minlength=len(g.trace.strings))
+    by_name = np.bincount(g.name[work], weights=g.dur_ns[work], minlength=len(g.trace.strings)) / len(rows)
     names = np.argsort(-by_name, kind="stable")[:_TOP]
     kernels = tuple((g.trace.strings[n], ms(by_name[n])) for n in names.tolist() if by_name[n] > 0)
     op, _, _ = classify_strings(g.trace.strings)
     classes: dict[str, float] = defaultdict(float)
     for cls, dur in zip(op[g.name[work]].tolist(), g.dur_ns[work].tolist()):
-        classes[OP_CLASSES[cls][0] if cls >= 0 else "other"] += dur
+        classes[OP_CLASSES[cls][0] if cls >= 0 else "other"] += dur / len(rows)
     ranked = sorted(classes.items(), key=lambda kv: -kv[1])
     return kernels, tuple((c, ms(t)) for c, t in ranked[:_TOP])
 

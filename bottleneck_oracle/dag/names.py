@@ -34,7 +34,7 @@ _WAIT = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent", "hipStreamWaitEve
 _QUERY = frozenset({"cudaEventQuery", "cudaStreamQuery", "hipEventQuery", "hipStreamQuery"})
 _COPY = re.compile(r"^(cuda|hip|cu)Memcpy")
 _STEP = re.compile(r"^ProfilerStep#(\d{1,9})$")  # a step number fits the int32 step columns
-_DATALOADER = re.compile(r"DataLoader.*__next__|(?i:load_batch|wait_for_batch|dataloader)")
+_DATALOADER = re.compile(r"DataLoader.*__next__|^enumerate\(DataPipe\)|(?i:load_batch|wait_for_batch|dataloader)")
 _CHECKPOINT = re.compile(
     r"(?i)(save|load|async)[_ ]?checkpoint|checkpoint[_ ]?(save|load|write)|torch\.(save|load)\b|"
     r"serialization\.py"

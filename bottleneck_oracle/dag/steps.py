@@ -99,20 +99,17 @@ def find_steps(trace: Trace, kind: np.ndarray, role: np.ndarray, rank: np.ndarra
 
 
 def _backlog(lane: np.ndarray, start: np.ndarray, is_gpu: np.ndarray, launched_by: np.ndarray) -> np.ndarray:
-    """bool[N]: GPU work queued before the trace (TRACE-NOTES 3.3): on a stream whose launch
-    records are missing only ahead of its first launched work, that unlaunched prefix. A stream
-    that lacks launches throughout (a comm stream fed by an unprofiled thread, a filtered
-    trace) has no backlog."""
+    """bool[N]: GPU work queued before the trace (TRACE-NOTES 3.3): the unlaunched work of a stream
+    ahead of its first launched work. A stream with no launched work (a comm stream fed by an
+    unprofiled thread, a filtered trace) has no backlog; unlaunched work after the first launched
+    (a launch record the profiler dropped) is no backlog, and does not make the prefix less of one."""
     launched = is_gpu & (launched_by >= 0)
     orphan = is_gpu & (launched_by < 0)
     n_lanes = int(lane.max()) + 1 if len(lane) else 0
     first = np.full(n_lanes, np.iinfo(np.int64).min, dtype=np.int64)
     first[np.unique(lane[launched])] = np.iinfo(np.int64).max
     np.minimum.at(first, lane[launched], start[launched])
-    last_orphan = np.full(n_lanes, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(last_orphan, lane[orphan], start[orphan])
-    prefix_only = last_orphan < first
-    return orphan & prefix_only[lane]
+    return orphan & (start < first[lane])
 
 
 def _last_nodes(steps: StepTable, row: np.ndarray, end: np.ndarray, is_gpu: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ from tests.tracebuilder import op, step, write
 DIMS = {"Input Dims": [[[1000]], [], []]}
 
 
-def _gloo_rank(call_ms: float) -> list[dict]:
+def _gloo_rank(call_ms: float, cat: str = "user_annotation") -> list[dict]:
     # the main thread enqueues the all-reduce, then waits (an uncovered gap) until the gloo worker
     # finishes at 40 ms; the worker's op starts right after the call
     call = call_ms * 1000
@@ -25,16 +25,17 @@ def _gloo_rank(call_ms: float) -> list[dict]:
         step(1, 0, 50_000),
         op("aten::mm", 1_000, call - 1_500),
         op("c10d::allreduce_", call, 50, **DIMS),
-        op("gloo:all_reduce", call + 100, 40_000 - call - 100, tid=2, cat="user_annotation",
+        op("gloo:all_reduce", call + 100, 40_000 - call - 100, tid=2, cat=cat,
            **{"Input Dims": [[1000]]}),
         op("aten::add", 40_060, 5_000),
     ]
 
 
-@pytest.fixture()
-def gloo_job(tmp_path: Path) -> Path:
-    write(tmp_path / "job" / "rank0.json.gz", _gloo_rank(5), rank=0, world=2)
-    write(tmp_path / "job" / "rank1.json.gz", _gloo_rank(30), rank=1, world=2)
+@pytest.fixture(params=["user_annotation", "cpu_op"])
+def gloo_job(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    # PyTorch 1.10-1.12 recorded gloo ops as cpu_op (Kineto tb_plugin's distributed samples)
+    write(tmp_path / "job" / "rank0.json.gz", _gloo_rank(5, request.param), rank=0, world=2)
+    write(tmp_path / "job" / "rank1.json.gz", _gloo_rank(30, request.param), rank=1, world=2)
     return tmp_path / "job"
 
 

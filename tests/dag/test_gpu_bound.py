@@ -85,3 +85,13 @@ def test_a_busy_gpu_drops_the_host_side_chronic_finding(tmp_path: Path) -> None:
         Bottleneck.LAUNCH_OVERHEAD]  # what the critical path alone would claim
     assert [b.step for b in gpu_bound_steps(busy.graph, busy.gpu, [(r.step, r.rank) for r in busy.steps])] == [None]
     assert not [f for f in busy.findings if f.category in HOST_SIDE]
+
+
+def test_a_rank_verdict_gives_a_steps_gpu_time_not_the_sum_of_its_steps(tmp_path: Path) -> None:
+    busy = _job(tmp_path / "busy", 2900.0)
+    (bound,) = gpu_bound_steps(busy.graph, busy.gpu, [(r.step, r.rank) for r in busy.steps])
+    # a step holds one 2.9 ms side kernel and ten 50 µs ones: 3.4 ms of GEMM, within its 3 ms window
+    # and beyond it by the kernels' overlap, never the 10.2 ms of three steps
+    assert dict(bound.op_classes)["gemm"] == pytest.approx(3.4, abs=1e-6)
+    assert dict(bound.kernels)["ampere_sgemm_256x128_nn"] == pytest.approx(2.9, abs=1e-6)
+    assert "GPU time by op class (a step's mean): gemm 3.4 ms" in bound.evidence

@@ -4,6 +4,7 @@ public traces it ships (``../shared/traces/wild``)."""
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,12 +12,13 @@ import pytest
 
 from bottleneck_oracle.dag.analysis import analyze
 from bottleneck_oracle.dag.gpu_timeline import FIELDS, step_gpu_timeline, trace_gpu_timeline
-from bottleneck_oracle.dag.intervals import merged
+from bottleneck_oracle.dag.links import rank_key
 from bottleneck_oracle.traces import EventKind, read_trace
-from tests.conftest import WILD
+from tests.conftest import DATA, WILD
 from tests.tracebuilder import kernel, op, runtime, step, write
 
-ANSWERED = sorted(p.parent for p in WILD.glob("**/tracelens_gpu_timeline.csv"))
+OURS = DATA / "wild"  # more public traces, kept with the tests: the ones our reading once got wrong
+ANSWERED = sorted(p.parent for root in (WILD, OURS) for p in root.glob("**/tracelens_gpu_timeline.csv"))
 _CSV_KEY = {"computation_time": "computation", "exposed_comm_time": "exposed_comm",
             "exposed_memcpy_time": "exposed_memcpy", "busy_time": "busy", "idle_time": "idle",
             "total_time": "total", "total_comm_time": "comm", "total_memcpy_time": "memcpy"}
@@ -36,7 +38,7 @@ def test_the_wild_folders_have_answers() -> None:
     assert len(ANSWERED) >= 10, f"TraceLens answers not found under {WILD}"
 
 
-@pytest.mark.parametrize("folder", ANSWERED, ids=[str(p.relative_to(WILD)) for p in ANSWERED])
+@pytest.mark.parametrize("folder", ANSWERED, ids=[p.name if p.is_relative_to(OURS) else str(p.relative_to(WILD)) for p in ANSWERED])
 def test_agrees_with_tracelens(folder: Path) -> None:
     trace = read_trace([folder / "trace.json.gz"])
     timeline = trace_gpu_timeline(trace)
@@ -44,20 +46,20 @@ def test_agrees_with_tracelens(folder: Path) -> None:
     ours, theirs = timeline.record(0), _tracelens(folder)
     off = {k: (ours[f"{k}_ms"], v) for k, v in theirs.items() if not _close(ours[f"{k}_ms"], v)}
     if off:
-        # one TraceLens report leaves the trace's fills out of computation (its code counts them, and
-        # its other reports agree only with them): then the whole difference is the fills' own time
+        # TraceLens links GPU ops to their launch through ac2g flows only: fills whose runtime call
+        # carries their correlation but that have no flow (ROCm's Memset (Device)) it leaves out, we
+        # count. One of its reports leaves out the fills its code counts, too. Without them, we agree
+        # within TraceLens's float64 sums of µs times near 4e12 (tens of ns over thousands of ops)
         ev = trace.events
-        fill = ev.kind == EventKind.MEMSET
-        other = np.isin(ev.kind, (EventKind.KERNEL, EventKind.MEMCPY))
-        s, e = merged(ev.start_ns[other], ev.end_ns[other])
-        s_all, e_all = merged(ev.start_ns[other | fill], ev.end_ns[other | fill])
-        fills_ms = (int((e_all - s_all).sum()) - int((e - s).sum())) / 1e6
-        assert fills_ms > 0 and set(off) <= {"computation", "busy", "idle"}, off
-        for k, (mine, answer) in off.items():
-            assert abs(abs(mine - answer) - fills_ms) <= 1e-5, (k, mine, answer, fills_ms)
+        calls = (ev.kind == EventKind.RUNTIME) & (ev.correlation >= 0)
+        launched = np.isin(rank_key(ev.rank, ev.correlation), rank_key(ev.rank[calls], ev.correlation[calls]))
+        fills = (ev.kind == EventKind.MEMSET) & launched
+        assert fills.any() and set(off) <= {"computation", "busy", "idle"}, off
+        without = trace_gpu_timeline(replace(trace, events=ev.take(np.flatnonzero(~fills)))).record(0)
+        assert {k: without[f"{k}_ms"] for k in theirs} == pytest.approx(theirs, abs=1e-4)
 
 
-@pytest.mark.parametrize("folder", ANSWERED, ids=[str(p.relative_to(WILD)) for p in ANSWERED])
+@pytest.mark.parametrize("folder", ANSWERED, ids=[p.name if p.is_relative_to(OURS) else str(p.relative_to(WILD)) for p in ANSWERED])
 def test_the_parts_add_up(folder: Path) -> None:
     t = trace_gpu_timeline(read_trace([folder / "trace.json.gz"]))
     assert (t.computation_ns + t.exposed_comm_ns + t.exposed_memcpy_ns == t.busy_ns).all()

@@ -33,10 +33,10 @@ def test_classify_names_roles() -> None:
     names = ("cudaLaunchKernel", "cudaStreamSynchronize", "hipDeviceSynchronize", "cudaStreamWaitEvent",
              "cudaEventQuery", "cudaMemcpyAsync", "ProfilerStep#3", "c10d::allreduce_",
              "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "checkpoint_save", "aten::mm",
-             "gloo:all_reduce")
+             "gloo:all_reduce", "enumerate(DataPipe)#ShufflerIterDataPipe")
     role, kernel, gloo = classify_names(names)
     assert role.tolist() == [Role.LAUNCH, Role.SYNC, Role.SYNC, Role.STREAM_WAIT, Role.EVENT_QUERY, Role.COPY,
                              Role.STEP, Role.COLLECTIVE_CALL, Role.DATALOADER, Role.CHECKPOINT, Role.OTHER,
-                             Role.OTHER]
-    assert gloo.tolist() == [False] * 11 + [True]
+                             Role.OTHER, Role.DATALOADER]
+    assert gloo.tolist() == [False] * 11 + [True, False]
     assert not kernel.any()

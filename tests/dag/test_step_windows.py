@@ -22,7 +22,7 @@ from tests.tracebuilder import kernel, op, runtime, step, write
 _GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
-def _run_ahead_job(tmp_path: Path, ranks: int = 2, backlog: bool = False) -> Analysis:
+def _run_ahead_job(tmp_path: Path, ranks: int = 2, backlog: bool = False, late_orphan: bool = False) -> Analysis:
     """4 steps per rank; each step's CPU takes 10 ms to launch 30 ms of kernels and never waits."""
     for r in range(ranks):
         events = []
@@ -39,6 +39,8 @@ def _run_ahead_job(tmp_path: Path, ranks: int = 2, backlog: bool = False) -> Ana
                 gpu_free += 10_000
         if backlog:  # an earlier step's kernels, launched before the recording began: no launch call
             events += [kernel("queued", 1_105 + 10_000 * i, 10_000, corr=900 + i) for i in range(2)]
+        if late_orphan:  # a kernel whose launch record the profiler dropped, after the last step's
+            events.append(kernel("unrecorded_launch", 200_000, 5, corr=999))
         write(tmp_path / f"rank{r}.json.gz", events, rank=r, world=ranks)
     return analyze(read_trace(tmp_path))
 
@@ -87,6 +89,15 @@ def test_gpu_work_queued_before_the_trace_opens_the_first_window(tmp_path: Path)
     first = int(np.flatnonzero(st.step == 1)[0])
     assert st.start_ns[first] == g.end_ns[queued].max() > st.cpu_start_ns[first]
     assert _walls(a, 0)[1] == pytest.approx(30.0, abs=0.05)
+
+
+def test_a_dropped_launch_record_later_on_the_stream_leaves_the_backlog_one(tmp_path: Path) -> None:
+    a = _run_ahead_job(tmp_path, ranks=1, backlog=True, late_orphan=True)
+    g = a.graph
+    queued = np.array([g.node_name(i) == "queued" for i in range(len(g))])
+    assert (g.step_row[queued] == -1).all()
+    assert _walls(a, 0) == pytest.approx(_walls(_run_ahead_job(tmp_path / "plain", ranks=1, backlog=True), 0))
+    assert not a.slow_steps
 
 
 def test_a_window_opens_at_the_previous_steps_completion(tmp_path: Path) -> None:
