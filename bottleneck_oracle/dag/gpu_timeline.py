@@ -23,7 +23,7 @@ import numpy as np
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.grouping import positions_by
 from bottleneck_oracle.dag.intervals import covered, merged
-from bottleneck_oracle.dag.links import rank_key
+from bottleneck_oracle.dag.links import lookup, rank_key
 from bottleneck_oracle.dag.names import classify_names
 from bottleneck_oracle.traces import EventKind, Trace
 
@@ -130,7 +130,7 @@ def _launched(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """bool per GPU event of ``rows``: a runtime call of its rank carries its correlation id."""
     ev = trace.events
     calls = np.flatnonzero((ev.kind == EventKind.RUNTIME) & (ev.correlation >= 0))
-    return np.isin(rank_key(ev.rank[rows], ev.correlation[rows]), rank_key(ev.rank[calls], ev.correlation[calls]))
+    return lookup(rank_key(ev.rank[calls], ev.correlation[calls]), calls, rank_key(ev.rank[rows], ev.correlation[rows])) >= 0
 
 
 def trace_gpu_timeline(trace: Trace) -> GpuTimeline:

@@ -8,7 +8,7 @@ from bottleneck_oracle.dag.grouping import positions_by
 from bottleneck_oracle.dag.types import NodeKind, Role
 from bottleneck_oracle.traces import EventKind, SyncKind, Trace
 
-__all__ = ["GpuNodes", "inferred_stream_waits", "launch_edges", "rank_key", "sync_edges"]
+__all__ = ["GpuNodes", "inferred_stream_waits", "launch_edges", "lookup", "rank_key", "sync_edges"]
 
 _GPU_NODE_KINDS = (NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET, NodeKind.COMM)
 _COPY_TOL_NS = 1_000
@@ -19,7 +19,7 @@ def rank_key(rank: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return rank.astype(np.int64) << 33 | (ids.astype(np.int64) & 0x1FFFFFFFF)
 
 
-def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
+def lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
     """values[keys == query] for each query (first match), -1 when absent."""
     if not len(keys) or not len(query):
         return np.full(len(query), -1, dtype=np.int64)
@@ -39,7 +39,7 @@ def launch_edges(
     """
     calls = np.flatnonzero((kind == NodeKind.RUNTIME) & (correlation >= 0))
     gpu = np.flatnonzero(np.isin(kind, _GPU_NODE_KINDS) & is_gpu_lane & (correlation >= 0))
-    found = _lookup(rank_key(rank[calls], correlation[calls]), calls, rank_key(rank[gpu], correlation[gpu]))
+    found = lookup(rank_key(rank[calls], correlation[calls]), calls, rank_key(rank[gpu], correlation[gpu]))
     ok = found >= 0
     return found[ok], gpu[ok]
 
@@ -83,7 +83,7 @@ def _sync_info(trace: Trace, rank: np.ndarray, correlation: np.ndarray, calls: n
     """cuda_sync event fields for each call (kind NONE when the trace has no sync event for it)."""
     ev = trace.events
     sync = np.flatnonzero(ev.kind == EventKind.SYNC)
-    row = _lookup(rank_key(ev.rank[sync], ev.correlation[sync]), sync, rank_key(rank[calls], correlation[calls]))
+    row = lookup(rank_key(ev.rank[sync], ev.correlation[sync]), sync, rank_key(rank[calls], correlation[calls]))
     has = row >= 0
     r = np.maximum(row, 0)
     return {
@@ -129,7 +129,7 @@ def sync_edges(
     src: list[np.ndarray] = []
     dst: list[np.ndarray] = []
     copies = np.flatnonzero(role == Role.COPY)
-    gpu_of_copy = _lookup(launched_by.astype(np.int64), np.arange(len(launched_by)), copies.astype(np.int64))
+    gpu_of_copy = lookup(launched_by.astype(np.int64), np.arange(len(launched_by)), copies.astype(np.int64))
     blocking_copy = (gpu_of_copy >= 0) & (end[np.maximum(gpu_of_copy, 0)] <= end[copies] + _COPY_TOL_NS)
     src.append(gpu_of_copy[blocking_copy])
     dst.append(copies[blocking_copy])
@@ -185,7 +185,7 @@ def _record_starts(
 ) -> np.ndarray:
     """Start time of the ``cudaEventRecord`` each waiting call refers to (-1 if unknown)."""
     records = np.flatnonzero((kind == NodeKind.RUNTIME) & (role == Role.EVENT_RECORD))
-    found = _lookup(rank_key(rank[records], correlation[records]), records, rank_key(rank[calls], wait_record))
+    found = lookup(rank_key(rank[records], correlation[records]), records, rank_key(rank[calls], wait_record))
     return np.where((found >= 0) & (wait_record >= 0), start[np.maximum(found, 0)], -1)
 
 
