@@ -190,6 +190,7 @@ def node_slack(g: ExecGraph, pg: PointGraph, dist: np.ndarray) -> np.ndarray:
     node_deadline = np.where(g.step_row >= 0, row_deadline[np.maximum(g.step_row, 0)], horizon)
     deadline[0 : 2 * len(g) : 2] = node_deadline
     deadline[1 : 2 * len(g) : 2] = node_deadline
-    lf = latest_finish(pg.index, pg.weight, deadline - t0)
+    deadline -= t0
+    lf = latest_finish(pg.index, pg.weight, deadline)
     slack = lf - dist
     return np.maximum(np.minimum(slack[0 : 2 * len(g) : 2], slack[1 : 2 * len(g) : 2]), 0)

@@ -90,6 +90,6 @@ def latest_finish(index: EdgeIndex, weight: np.ndarray, deadline: np.ndarray) ->
         weight (np.ndarray): int64[E], edges with weight < 0 are ignored.
         deadline (np.ndarray): int64[n].
     """
-    w = np.where(weight < 0, np.iinfo(np.int64).min // 4, weight).astype(np.int64)
+    w = np.where(weight < 0, np.iinfo(np.int64).min // 4, weight).astype(np.int64, copy=False)
     return _kernels.latest_finish(index.order, index.dst, w, index.out_ptr, index.out_order,
                                   np.ascontiguousarray(deadline, dtype=np.int64))

@@ -166,20 +166,11 @@ def _collective_edges(g: ExecGraph, first_point: int):  # type: ignore[no-untype
     return src, dst, minlag, owner, arrival, is_member, node_transfer, node_point
 
 
-def build_point_graph(g: ExecGraph) -> PointGraph:
-    """Weighs the point graph of ``g`` from its observed times and picks binding edges.
-
-    Raises:
-        GraphError: the graph has a cycle.
-    """
-    n = len(g)
-    c_src, c_dst, c_lag, c_owner, arrival, is_member, transfer, arrival_point = _collective_edges(g, 2 * n)
-    n_points = 2 * n + len(arrival) + 1
-    source = n_points - 1
-    t = np.empty(n_points, dtype=np.int64)
-    t[0 : 2 * n : 2], t[1 : 2 * n : 2] = g.start_ns, g.end_ns
-    t[2 * n : source] = arrival
-    t[source] = min(int(t[:source].min()) if source else 0, 0)
+def _all_edges(g: ExecGraph):  # type: ignore[no-untyped-def]
+    """Every point edge: the lanes' chains, the edges between lanes and the collectives' edges, as
+    one set of columns (with its mode and minimum lag), and the collective instances' arrival times.
+    Its parts are freed on return: on a large job they are a third of the point graph's peak memory."""
+    c_src, c_dst, c_lag, c_owner, arrival, is_member, transfer, arrival_point = _collective_edges(g, 2 * len(g))
     h_src, h_dst, h_mode, h_lag, h_cat, h_owner = _chain_edges(g, is_member, transfer)
     x_src, x_dst, x_cat, x_owner, x_origin, x_lag = _cross_edges(g, arrival_point, transfer)
     src = np.concatenate([h_src, x_src, c_src])
@@ -190,10 +181,31 @@ def build_point_graph(g: ExecGraph) -> PointGraph:
     owner = np.concatenate([h_owner, x_owner, c_owner])
     origin = np.concatenate([np.full(len(h_src), LANE, np.int8), x_origin,
                              np.full(len(c_src), EdgeType.COLLECTIVE, np.int8)])
-    in_ptr, in_order = _kernels.csr(dst, n_points)
-    weight, binding, late_wake, contradicted = _kernels.select_binding(
-        t, src, mode, minlag, in_ptr, in_order, np.int64(WAKE_TOL_NS), np.int64(CONTRA_TOL_NS)
-    )
+    return arrival, src, dst, mode, minlag, cat, owner, origin
+
+
+def _select_binding(t: np.ndarray, src: np.ndarray, dst: np.ndarray, mode: np.ndarray, minlag: np.ndarray):  # type: ignore[no-untyped-def]
+    """``_kernels.select_binding`` over the in-edges of every point (their index freed on return)."""
+    in_ptr, in_order = _kernels.csr(dst, len(t))
+    return _kernels.select_binding(t, src, mode, minlag, in_ptr, in_order, np.int64(WAKE_TOL_NS),
+                                   np.int64(CONTRA_TOL_NS))
+
+
+def build_point_graph(g: ExecGraph) -> PointGraph:
+    """Weighs the point graph of ``g`` from its observed times and picks binding edges.
+
+    Raises:
+        GraphError: the graph has a cycle.
+    """
+    n = len(g)
+    arrival, src, dst, mode, minlag, cat, owner, origin = _all_edges(g)
+    n_points = 2 * n + len(arrival) + 1
+    source = n_points - 1
+    t = np.empty(n_points, dtype=np.int64)
+    t[0 : 2 * n : 2], t[1 : 2 * n : 2] = g.start_ns, g.end_ns
+    t[2 * n : source] = arrival
+    t[source] = min(int(t[:source].min()) if source else 0, 0)
+    weight, binding, late_wake, contradicted = _select_binding(t, src, dst, mode, minlag)
     # a thread released by a dependency that then stayed idle: the wait is its own, not the edge's;
     # after a collective, a wake-up within its tail is still the collective's (``_collective_tail``)
     woke_late = binding[late_wake]

@@ -19,6 +19,7 @@ import numpy as np
 
 from bottleneck_oracle.errors import TraceFormatError
 from bottleneck_oracle.executor import Executor, LocalExecutor
+from bottleneck_oracle.heap import release_free_heap
 from bottleneck_oracle.traces._decode import DecodedFile, decode_file
 from bottleneck_oracle.traces._validate import summary
 from bottleneck_oracle.traces.events import EventTable, FlowTable, LaneTable, RankInfo, Trace
@@ -276,8 +277,14 @@ def read_trace(paths: Sequence[Path] | Path, *, workers: int = 1, partial: bool 
             execution trace pairs with no rank.
     """
     files = trace_files([paths] if isinstance(paths, (str, Path)) else paths)
+    trace = _read(files, executor or LocalExecutor(workers), partial)
+    release_free_heap()  # of the per-rank columns, merged and freed (``heap.py``)
+    return trace
+
+
+def _read(files: list[tuple[Path, bool]], executor: Executor, partial: bool) -> Trace:
     # read at absolute paths: a Ray task runs in another working directory, maybe on another node
-    parsed = (executor or LocalExecutor(workers)).map(_parse_file, [(p, named, p.absolute()) for p, named in files])
+    parsed = executor.map(_parse_file, [(p, named, p.absolute()) for p, named in files])
     kineto = [p for p in parsed if isinstance(p, RankPart)]
     ets = [p for p in parsed if isinstance(p, tuple)]
     if not kineto:
