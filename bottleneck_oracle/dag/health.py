@@ -98,7 +98,7 @@ def trace_health(a: Analysis) -> list[HealthNote]:
     notes.append(_world_note(a))
     if a.partial_steps:
         cut = ", ".join(f"step {s} on rank {r}" for s, r in sorted(a.partial_steps))
-        notes.append(HealthNote(HealthCode.PARTIAL_STEP, f"partial last step ({cut}): cut short by the profiler, "
-                                "left out of medians and findings"))
+        notes.append(HealthNote(HealthCode.PARTIAL_STEP, f"partial last step ({cut}): under half its rank's median "
+                                "step, as when the profiler stops mid-step; left out of medians and findings"))
     notes.append(_skipped_note(a))
     return [n for n in notes if n is not None]
