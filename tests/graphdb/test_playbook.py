@@ -82,3 +82,19 @@ def test_questions_find_the_remedies_of_their_category(store: GraphStore, embedd
         hits = search_playbook(store, embedder.embed([question])[0], k=3)
         assert len(hits) == 3 and hits[0]["category"] == category.value, (question, hits[0])
         assert 1.0 >= hits[0]["similarity"] >= hits[1]["similarity"] >= hits[2]["similarity"] > 0.0
+
+
+@pytest.mark.slow
+def test_a_pause_whose_python_is_named_is_not_told_to_profile_it(store: GraphStore, embedder: Embedder) -> None:
+    """A with_stack trace names the Python of a pause (dag/python_frames.py): the remedy is to move that
+    work, not to capture the stacks it already has; without frames, it is to profile them."""
+    if Capability.VECTOR_SEARCH not in store.capabilities:
+        pytest.skip("no vector index on this backend")
+    ensure_playbook(store, read_playbook())
+    named = ("rank 0 step 6: thread 17751 (python3) ran Python but no profiled op for 215.335 ms, between "
+             "'cudaDeviceSynchronize' and 'aten::lift_fresh'; its Python frames' own time: "
+             "image_transforms.py(390): normalize 104.917 ms, <built-in method astype of numpy.ndarray> 29.819 ms, "
+             "video_classification.py(174): read_video_pyav 24.003 ms")
+    unnamed = "rank 1 step 5: thread 7 (python3) ran no profiled op for 146.537 ms, between 'aten::add_' and 'aten::mm'"
+    assert search_playbook(store, embedder.embed([named])[0], k=1)[0]["key"] == "host-pause-python-work"
+    assert search_playbook(store, embedder.embed([unnamed])[0], k=1)[0]["key"] != "host-pause-python-work"
