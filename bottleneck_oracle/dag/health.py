@@ -13,7 +13,7 @@ from enum import StrEnum
 import numpy as np
 
 from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.traces import EventKind
+from bottleneck_oracle.traces import UNREAD_CATEGORY, EventKind
 
 __all__ = ["HealthCode", "HealthNote", "trace_health"]
 
@@ -68,7 +68,7 @@ def _skipped_note(a: Analysis) -> HealthNote | None:
     if not skipped:
         return None
     reasons = ", ".join(f"{r}: {n:,}" for r, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
-    what = "event(s) malformed or of a category not read" if any(r.startswith("category") for r in skipped) \
+    what = "event(s) malformed or of a category not read" if any(r.startswith(UNREAD_CATEGORY) for r in skipped) \
         else "malformed event(s)"
     return HealthNote(HealthCode.SKIPPED_EVENTS, f"{sum(skipped.values()):,} {what} skipped "
                       f"({reasons}): the analysis does without them")

@@ -13,6 +13,7 @@ from collections import Counter
 
 import numpy as np
 
+from bottleneck_oracle.dag._kernels import lane_nesting
 from bottleneck_oracle.traces import EventKind, Trace
 
 __all__ = ["python_self_time"]
@@ -34,17 +35,15 @@ def python_self_time(trace: Trace, lane: int, lo: int, hi: int) -> Counter[str]:
     end = ev.start_ns + ev.dur_ns
     rows = np.flatnonzero((ev.lane == lane) & (ev.kind == EventKind.PYTHON) & (ev.start_ns < hi) & (end > lo)
                           & ~((ev.start_ns <= lo) & (end >= hi)))
-    rows = rows[np.lexsort((-end[rows], ev.start_ns[rows]))]  # callers before their callees
-    start, stop = np.maximum(ev.start_ns[rows], lo).tolist(), np.minimum(end[rows], hi).tolist()
-    own = [b - a for a, b in zip(start, stop)]
-    stack: list[int] = []
-    for j, (a, b) in enumerate(zip(start, stop)):
-        while stack and stop[stack[-1]] <= a:
-            stack.pop()
-        if stack:
-            own[stack[-1]] -= b - a
-        stack.append(j)
+    start, stop = np.maximum(ev.start_ns[rows], lo), np.minimum(end[rows], hi)
+    order = np.lexsort((start - stop, start))  # lane_nesting's order: by start, the longer first
+    rows, start, stop = rows[order], start[order], stop[order]
+    parent, _, stop, *_ = lane_nesting(np.zeros(len(rows), np.int64), start, stop, 0)
+    own = stop - start
+    callee = parent >= 0
+    np.add.at(own, parent[callee], -(stop - start)[callee])
+    by_name = np.bincount(ev.name[rows], weights=own, minlength=len(trace.strings))
     out: Counter[str] = Counter()
-    for j, name in enumerate(ev.name[rows].tolist()):
-        out[_function(trace.strings[name])] += own[j]
+    for name in np.flatnonzero(by_name).tolist():
+        out[_function(trace.strings[name])] += int(by_name[name])
     return out

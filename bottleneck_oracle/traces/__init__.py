@@ -1,6 +1,8 @@
 """Trace readers: Kineto JSON and PyTorch execution traces → one columnar ``Trace``."""
 
-from bottleneck_oracle.traces.events import EventTable, FlowTable, LaneTable, ProcessGroup, RankInfo, Trace
+from bottleneck_oracle.traces.events import (
+    UNREAD_CATEGORY, EventTable, FlowTable, LaneTable, ProcessGroup, RankInfo, Trace,
+)
 from bottleneck_oracle.traces.loader import read_trace, trace_files
 from bottleneck_oracle.traces.types import EventKind, SyncKind
 
@@ -13,6 +15,7 @@ __all__ = [
     "RankInfo",
     "SyncKind",
     "Trace",
+    "UNREAD_CATEGORY",
     "read_trace",
     "trace_files",
 ]

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["EventTable", "LaneTable", "FlowTable", "ProcessGroup", "RankInfo", "Trace"]
+__all__ = ["EventTable", "LaneTable", "FlowTable", "ProcessGroup", "RankInfo", "Trace", "UNREAD_CATEGORY"]
+
+UNREAD_CATEGORY = "category not read: "  # a skipped-events reason, followed by the category
 
 
 def _concat(cls: type, parts: list[object]) -> object:
@@ -166,7 +168,8 @@ class Trace:
         data_deps (np.ndarray): int64[K, 2] event-row pairs (producer, consumer)
             from PyTorch execution traces; empty without them.
         skipped_events (Mapping[str, int]): events (and execution-trace nodes) of all
-            files left out as malformed, by reason; empty when every event was usable.
+            files left out as malformed, or of a category not read (``UNREAD_CATEGORY``), by
+            reason; empty when every event was usable.
     """
 
     events: EventTable

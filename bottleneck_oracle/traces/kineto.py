@@ -27,7 +27,7 @@ from bottleneck_oracle.traces._validate import (
     DUR_MAX_NS, MAX_RANKS, Checks, check_header, float_column, int_column, tally, time_checks, time_ok, to_int,
     uint_column,
 )
-from bottleneck_oracle.traces.events import EventTable, FlowTable, LaneTable, ProcessGroup
+from bottleneck_oracle.traces.events import UNREAD_CATEGORY, EventTable, FlowTable, LaneTable, ProcessGroup
 from bottleneck_oracle.traces.types import EventKind, SyncKind
 
 __all__ = ["RankPart", "parse_kineto"]
@@ -259,7 +259,7 @@ def _decode_chunks(doc: DecodedFile, base_ns: int, skipped: Counter[str]
         if other := {c for c in seen if c and c not in cats and c.lower() not in _NOT_OPS}:
             # another accelerator's device events (MTIA's mtia_ccp_events) must not vanish unsaid
             for cat, n in Counter(e.cat for e in events if e.cat in other and e.ph == "X").items():
-                skipped[f"category not read: {cat[:40]}"] += n
+                skipped[f"{UNREAD_CATEGORY}{cat[:40]}"] += n
         idx = np.array([i for i, e in enumerate(events) if e.ph == "X" and e.cat in cats], dtype=np.int64)
         col, checks = _chunk_columns([events[i] for i in idx.tolist()], interner)
         keep = tally(checks + time_checks(col["ts"], col["dur"], base_ns), skipped)
