@@ -71,8 +71,10 @@ def bench_load(info: ServerInfo, a: Analysis, tid: str, detail: Detail) -> dict[
     """One load, timed batch by batch: ops (with their IN_STEP), DAG edges, critical-path chains."""
     graph = f"bench_{detail.value}"
     tables = graph_tables(a, tid, detail, 1)
-    phases = [name for name, _ in tables.batches(BATCH)]
-    rows = [len(next(iter(cols.values()))) for _, cols in tables.batches(BATCH)]
+    batches = [b for part in range(len(tables.parts)) for b in tables.batches(BATCH, part)]  # in load order
+    phases = [name for name, _ in batches]
+    rows = [len(next(iter(cols.values()))) for _, cols in batches]
+    del batches
     stamps: list[float] = []
     with open_store(Settings(home=HOME, workers=2, graph_name=graph)) as store:
         store.apply_schema()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "OracleError", "TraceFormatError", "ConfigError", "NotFoundError", "GraphError", "CaptureError", "GraphStoreError",
-    "QueryError", "ModelError", "SetupError", "one_line",
+    "StoreUnavailableError", "QueryError", "ModelError", "SetupError", "one_line",
 ]
 
 
@@ -39,6 +39,10 @@ class CaptureError(OracleError):
 
 class GraphStoreError(OracleError):
     """The graph database is unreachable, not running, or cannot start, stop or store data."""
+
+
+class StoreUnavailableError(GraphStoreError):
+    """The graph database dropped the connection or is busy: the same write may pass when sent again."""
 
 
 class QueryError(OracleError):

@@ -13,7 +13,7 @@ import logging
 import multiprocessing
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -42,21 +42,42 @@ class TaskStats:
 
 
 class Executor(Protocol):
-    """Maps a picklable module-level function over items, results in the items' order."""
+    """Maps a picklable module-level function over items, results in the items' order.
+
+    With ``shared``, each call is ``fn(shared, item)``: one object every task reads (sent once, not per
+    item: forked into local processes, put once in Ray's object store). ``done(i)`` is called in this
+    process as item ``i`` finishes, in the order they finish."""
 
     stats: TaskStats
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]: ...
+    def map(self, fn: Callable[..., R], items: Sequence[T], shared: Any = None,
+            done: Callable[[int], None] | None = None) -> list[R]: ...
 
 
-def _measured(fn: Callable[[T], R], item: T, own_process: bool = True) -> tuple[R, int]:
-    """``fn(item)``, with the peak RSS of the process while it ran. A Ray worker runs
-    task after task: its peak is reset before each one (Linux), so that it is this task's alone; in the
-    caller's own process (``own_process`` false) it is left alone, and is the caller's peak so far."""
+_SHARED: Any = None  # ``shared`` of the local executor's map, inherited by its forked processes
+
+
+def _measured(fn: Callable[..., R], item: T, own_process: bool = True, shared: Any = None) -> tuple[R, int]:
+    """``fn(item)`` (``fn(shared, item)`` with ``shared``), with the peak RSS of the process while it ran. A Ray
+    worker runs task after task: its peak is reset before each one (Linux), so that it is this task's alone; in
+    the caller's own process (``own_process`` false) it is left alone, and is the caller's peak so far."""
     if own_process:
         _reset_peak_rss()
-    result = fn(item)
+    result = fn(item) if shared is None else fn(shared, item)
     return result, _peak_rss()
+
+
+def _collect(results: Iterable[tuple[R, int]], done: Callable[[int], None] | None) -> list[tuple[R, int]]:
+    out = []
+    for i, result in enumerate(results):
+        out.append(result)
+        if done is not None:
+            done(i)
+    return out
+
+
+def _measured_forked(fn: Callable[..., R], item: T) -> tuple[R, int]:
+    return _measured(fn, item, True, _SHARED)
 
 
 def _reset_peak_rss() -> None:
@@ -87,13 +108,19 @@ class LocalExecutor:
     workers: int = 1
     stats: TaskStats = field(default_factory=TaskStats)
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    def map(self, fn: Callable[..., R], items: Sequence[T], shared: Any = None,
+            done: Callable[[int], None] | None = None) -> list[R]:
+        global _SHARED
         if self.workers <= 1 or len(items) <= 1:
-            out = [_measured(fn, item, False) for item in items]
+            out = _collect((_measured(fn, item, False, shared) for item in items), done)
         else:
-            context = multiprocessing.get_context("fork")
-            with ProcessPoolExecutor(max_workers=min(self.workers, len(items)), mp_context=context) as pool:
-                out = list(pool.map(_measured, [fn] * len(items), items))
+            _SHARED = shared  # set before the fork: the processes inherit it, nothing is pickled
+            try:
+                context = multiprocessing.get_context("fork")
+                with ProcessPoolExecutor(max_workers=min(self.workers, len(items)), mp_context=context) as pool:
+                    out = _collect(pool.map(_measured_forked, [fn] * len(items), items), done)
+            finally:
+                _SHARED = None
         self.stats = TaskStats([rss for _, rss in out])
         return [r for r, _ in out]
 
@@ -110,13 +137,23 @@ class RayExecutor:
     num_cpus: int | None = None
     stats: TaskStats = field(default_factory=TaskStats)
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    def map(self, fn: Callable[..., R], items: Sequence[T], shared: Any = None,
+            done: Callable[[int], None] | None = None) -> list[R]:
         ray = _ray()
         self._connect(ray)
         task = ray.remote(max_retries=RAY_TASK_RETRIES, retry_exceptions=False)(_measured)
-        refs = [task.remote(fn, item) for item in items]
+        shared_ref = None if shared is None else ray.put(shared)  # once: a task maps its arrays, no copy
+        refs = [task.remote(fn, item, True, shared_ref) for item in items]
+        position = {ref: i for i, ref in enumerate(refs)}
+        out: list[Any] = [None] * len(refs)
         try:
-            out = ray.get(refs)
+            pending = refs
+            while pending:
+                finished, pending = ray.wait(pending, num_returns=1)
+                for ref in finished:
+                    out[position[ref]] = ray.get(ref)
+                    if done is not None:
+                        done(position[ref])
         except ray.exceptions.RayTaskError as e:
             cause = e.cause if isinstance(e.cause, BaseException) else None
             if cause is None:

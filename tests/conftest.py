@@ -1,10 +1,14 @@
-"""Shared fixtures: where the real traces are, and a CPU budget for tests that train."""
+"""Shared fixtures: where the real traces are, a local Ray, and a CPU budget for tests that train."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -44,3 +48,39 @@ def run_oracle(*args: object, env: dict[str, str] | None = None,
     """``python -m bottleneck_oracle ARGS`` as a user runs it: a real process, its output and exit code."""
     return subprocess.run([sys.executable, "-m", "bottleneck_oracle", *map(str, args)], capture_output=True,
                           text=True, timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():  # type: ignore[no-untyped-def]
+    """A local Ray of two worker CPUs for the module's tests, the one the executor joins."""
+    ray = pytest.importorskip("ray")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+@contextmanager
+def one_ray_task_killed(after_s: float = 0.0) -> Iterator[list[int]]:
+    """Kills the worker process of the first Ray task caught running (Ray titles it ``ray::_measured``),
+    ``after_s`` into it, while the block runs; yields the pids killed (one, once the block is done)."""
+    import psutil
+
+    killed: list[int] = []
+
+    def kill() -> None:
+        deadline = time.monotonic() + 60
+        while not killed and time.monotonic() < deadline:
+            for p in psutil.process_iter(["pid", "cmdline"]):
+                if any("ray::_measured" in part for part in (p.info["cmdline"] or [])):
+                    time.sleep(after_s)
+                    p.kill()
+                    killed.append(p.info["pid"])
+                    return
+            time.sleep(0.005)
+
+    killer = threading.Thread(target=kill)
+    killer.start()
+    try:
+        yield killed
+    finally:
+        killer.join()

@@ -8,8 +8,6 @@ import gzip
 import json
 import os
 import socket
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +20,7 @@ from bottleneck_oracle.dag.report import analysis_to_dict
 from bottleneck_oracle.errors import ConfigError, TraceFormatError
 from bottleneck_oracle.executor import LocalExecutor, RayExecutor, executor_of, make_executor
 from bottleneck_oracle.traces import Trace, read_trace
-from tests.conftest import DATA, REAL, REPO, WILD, run_oracle
+from tests.conftest import DATA, REAL, REPO, WILD, one_ray_task_killed, run_oracle
 
 
 def _closed_port() -> int:
@@ -99,14 +97,6 @@ def test_the_cli_refuses_an_unreachable_cluster_in_one_line() -> None:
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():  # type: ignore[no-untyped-def]
-    ray = pytest.importorskip("ray")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield ray
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def job64(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The synthetic 64-rank job of the results (7b, dp 8 x tp 4 x pp 2)."""
     from bottleneck_oracle.synth import synthesize
@@ -143,26 +133,10 @@ def test_the_8_rank_dlrm_job_with_its_execution_traces_is_the_same_on_ray(ray_cl
 
 @pytest.mark.slow
 def test_a_64_rank_job_is_the_same_on_ray_and_a_killed_worker_changes_nothing(ray_cluster, job64: Path) -> None:  # type: ignore[no-untyped-def]
-    import psutil
-
     local = read_trace(job64, executor=LocalExecutor(1))
-    killed: list[int] = []
-
-    def kill_one_running_task() -> None:  # a worker process while it runs a rank's task: Ray titles it so
-        deadline = time.monotonic() + 60
-        while not killed and time.monotonic() < deadline:
-            for p in psutil.process_iter(["pid", "cmdline"]):
-                if any("ray::_measured" in part for part in (p.info["cmdline"] or [])):
-                    p.kill()
-                    killed.append(p.info["pid"])
-                    return
-            time.sleep(0.005)
-
-    killer = threading.Thread(target=kill_one_running_task)
-    killer.start()
     executor = RayExecutor()
-    ray = read_trace(job64, executor=executor)
-    killer.join()
+    with one_ray_task_killed() as killed:  # a worker process while it reads a rank
+        ray = read_trace(job64, executor=executor)
     assert killed, "no worker was caught running a task"
     assert len(ray.ranks) == 64
     _same(local, ray)
@@ -214,3 +188,21 @@ def test_oracle_diff_with_ray_compares_as_it_does_locally(tmp_path: Path) -> Non
         runs[executor] = run_oracle("diff", base, new, "--format", "json", "--executor", executor, env=env)
         assert runs[executor].returncode == 0, runs[executor].stderr
     assert json.loads(runs["ray"].stdout) == json.loads(runs["local"].stdout)
+
+
+@pytest.mark.slow
+def test_oracle_ingest_with_ray_loads_what_it_loads_locally(tmp_path: Path) -> None:
+    """The ranks' parts as Ray tasks, each on its own connection to the workspace's embedded database."""
+    example = REPO / "examples" / "gpt_2rank"
+    reports = {}
+    for executor in ("local", "ray"):
+        env = {**os.environ, "ORACLE_HOME": str(tmp_path / executor)}
+        try:
+            run = run_oracle("ingest", example, "--json", "--no-predict", "--executor", executor, env=env)
+            assert run.returncode == 0, run.stderr
+            reports[executor] = json.loads(run.stdout)
+        finally:
+            run_oracle("db", "stop", env=env)
+    for report in reports.values():
+        report.pop("seconds")
+    assert reports["ray"] == reports["local"] and reports["ray"]["outcome"] == "loaded"

@@ -12,8 +12,9 @@ from bottleneck_oracle.config import Settings
 __all__ = ["ExecutorOption", "RayAddressOption", "settings_for"]
 
 ExecutorOption = Annotated[Optional[str], typer.Option(
-    "--executor", metavar="local|ray", help="Where the rank files are read: local processes, or Ray tasks "
-    "(a Ray started here, or the cluster at --ray-address). Default: $ORACLE_EXECUTOR, else local.")]
+    "--executor", metavar="local|ray", help="Where the per-rank work runs (reading the rank files; ingest "
+    "also loads each rank's part): local processes, or Ray tasks (a Ray started here, or the cluster at "
+    "--ray-address). Default: $ORACLE_EXECUTOR, else local.")]
 RayAddressOption = Annotated[Optional[str], typer.Option(
     "--ray-address", metavar="HOST:PORT", help="The Ray cluster's head node (default: $RAY_ADDRESS, else a Ray "
     "started on this machine with its cores).")]

@@ -109,13 +109,15 @@ def ingest_command(
     if as_json:
         print_json({"trace_id": report.trace_id, "detail": report.detail.value, "outcome": report.outcome,
                     "nodes": report.nodes, "relationships": report.relationships, "batches": report.batches,
-                    "resumed_after": report.resumed_after, "seconds": round(report.seconds, 3),
-                    "predictions": done.predictions})
+                    "resumed_after": report.resumed_after, "retries": report.retries,
+                    "seconds": round(report.seconds, 3), "predictions": done.predictions})
         return
-    what = {"loaded": "loaded", "resumed": f"finished an interrupted load (from batch {report.resumed_after + 1})",
+    what = {"loaded": "loaded",
+            "resumed": f"finished an interrupted load ({report.resumed_after + 1:,} batches were in already)",
             "unchanged": "already loaded, nothing to do"}[report.outcome]
+    retried = f", resuming {report.retries} times after the database dropped the connection" if report.retries else ""
     paragraph(stdout(), f"{done.name}: {what}: trace {report.trace_id} ({report.detail.value}), {report.nodes:,} "
-              f"nodes and {report.relationships:,} relationships in {report.seconds:.1f} s", 0, hang=2)
+              f"nodes and {report.relationships:,} relationships in {report.seconds:.1f} s{retried}", 0, hang=2)
 
 
 def _detail(text: str, kind: type[Detail]) -> Detail:

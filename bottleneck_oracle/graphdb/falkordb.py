@@ -19,7 +19,7 @@ import redis.backoff
 import redis.exceptions
 import redis.retry
 
-from bottleneck_oracle.errors import GraphStoreError, QueryError, one_line
+from bottleneck_oracle.errors import GraphStoreError, QueryError, StoreUnavailableError, one_line
 from bottleneck_oracle.graphdb.queries import Mode, Query, prepare, schema_statements
 from bottleneck_oracle.graphdb.schema import KEYS
 from bottleneck_oracle.graphdb.types import Backend, Capability, Row, WriteResult
@@ -147,9 +147,9 @@ class FalkorStore:
         try:
             return self._graph.ro_query(text, timeout=timeout_ms) if read_only else self._graph.query(text)
         except redis.exceptions.BusyLoadingError as e:
-            raise GraphStoreError(f"FalkorDB at {self.address} is still loading its data: retry in a moment") from e
+            raise StoreUnavailableError(f"FalkorDB at {self.address} is still loading its data: retry in a moment") from e
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as e:
-            raise GraphStoreError(f"FalkorDB at {self.address} is not reachable ({one_line(e)}): {self.hint}") from e
+            raise StoreUnavailableError(f"FalkorDB at {self.address} is not reachable ({one_line(e)}): {self.hint}") from e
         except redis.exceptions.ResponseError as e:
             raise QueryError(f"query {query.name!r} failed on FalkorDB: {one_line(e)}") from e
 

@@ -1,28 +1,36 @@
 """Load a trace's analysis into a graph store: batched, idempotent, visible only once complete.
 
 A load marks its Trace node ``loading``, removes anything an earlier load left, then sends the
-tables of ``graph_tables`` in batches (``UNWIND`` over columns). Each batch is one transaction
-that also advances the trace's ``cursor``, and runs only if the cursor is where the loader left
-it: after a crash (of the loader or the server) the next load with the same plan resumes after
-the last committed batch, and a batch sent twice is applied once. The status becomes
-``complete`` last, so queries never see a half-loaded trace. Loading a complete trace again is a
-no-op; loading it at another detail level replaces it.
+tables of ``graph_tables`` in batches (``UNWIND`` over columns), part by part: the head (ranks,
+steps, collectives), one part per rank (its ops and the edges inside it), the tail (edges between
+ranks, critical-path links, findings). The rank parts may load in parallel, each on its own
+connection (Ray tasks, ``executor``). Each batch is one transaction that also advances its part's
+cursor (a LoadPart node), and runs only if that cursor is where the loader left it: after a crash
+(of the loader, a task or the server) the next load with the same plan resumes each part after its
+last committed batch, and a batch sent twice is applied once. A part whose connection drops waits
+and resumes the same way (``RETRY_WAIT_S``). The status becomes ``complete`` last, so queries never
+see a half-loaded trace. Loading a complete trace again is a no-op; loading it at another detail
+level replaces it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from bottleneck_oracle.config import Settings
 from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.errors import GraphStoreError
+from bottleneck_oracle.errors import GraphStoreError, StoreUnavailableError
+from bottleneck_oracle.executor import Executor
+from bottleneck_oracle.graphdb.parts import PART_OPS, OpSource
 from bottleneck_oracle.graphdb.queries import Query, delete_query, edge_query
 from bottleneck_oracle.graphdb.schema import SCHEMA_VERSION, TRACE_SCOPED, Rel
-from bottleneck_oracle.graphdb.store import GraphStore
-from bottleneck_oracle.graphdb.tables import GraphTables, graph_tables
+from bottleneck_oracle.graphdb.store import GraphStore, open_store
+from bottleneck_oracle.graphdb.tables import GraphTables, batched, graph_tables, rank_phases
 from bottleneck_oracle.graphdb.types import Detail, TraceSummary
 from bottleneck_oracle.traces import Trace
 
@@ -30,6 +38,7 @@ __all__ = ["LoadReport", "load_analysis", "delete_trace", "list_traces", "trace_
 
 DEFAULT_BATCH = 10_000
 _DELETE_BATCH = 50_000
+RETRY_WAIT_S = (0.5, 1.0, 2.0)  # waits before a part whose connection dropped resumes: then it fails
 Progress = Callable[[int, int], None]  # (batches done, batches in all)
 
 
@@ -49,6 +58,7 @@ class LoadReport:
         nodes_created (int): nodes this call created.
         relationships_created (int): relationships this call created.
         seconds (float): wall time of the load.
+        retries (int): times a part resumed after the database dropped the connection.
     """
 
     trace_id: str
@@ -61,6 +71,7 @@ class LoadReport:
     nodes_created: int
     relationships_created: int
     seconds: float
+    retries: int = 0
 
 
 def trace_id(trace: Trace) -> str:
@@ -102,9 +113,82 @@ def _begin(store: GraphStore, a: Analysis, tid: str, name: str, tables: GraphTab
     })
 
 
+@dataclass(slots=True)
+class PartLoaded:
+    """What loading one part did, over all its tries: batches sent, what they created, and how often the
+    part resumed after the database dropped the connection (``StoreUnavailableError``)."""
+
+    sent: int = 0
+    nodes_created: int = 0
+    relationships_created: int = 0
+    retries: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RankPart:
+    """A part of the ranks as a task loads it where it runs: its own connection from ``settings``."""
+
+    settings: Settings
+    trace_id: str
+    key: str
+    index: int  # the part's number among the ranks' parts (``OpSource.parts``)
+    batch_size: int
+
+
+def _send(store: GraphStore, trace_id: str, key: str, batches: Iterable[tuple[str, dict[str, list[Any]]]],
+          cursor: int, done: Callable[[], None] | None, loaded: PartLoaded) -> None:
+    for seq, (phase, columns) in enumerate(batches):
+        if seq <= cursor:
+            continue
+        result = store.write(_query(phase), {"trace": trace_id, "part": key, "cursor": seq, **columns})
+        rows = len(next(iter(columns.values())))
+        if not result.rows or int(result.rows[0]["created"]) != rows:
+            got = int(result.rows[0]["created"]) if result.rows else 0
+            raise GraphStoreError(f"trace {trace_id}: batch {seq} of part {key.rpartition(':')[2]} ({phase}) applied "
+                                  f"{got} of {rows} rows: another load of this trace is running, or its ops are "
+                                  "missing; run the load again")
+        loaded.nodes_created += result.nodes_created
+        loaded.relationships_created += result.relationships_created
+        loaded.sent += 1
+        if done is not None:
+            done()
+
+
+def _part_cursor(store: GraphStore, key: str) -> int:
+    return next((int(r["cursor"]) for r in store.read("load_part_cursor", {"part": key})), -1)
+
+
+def _load_part(store: GraphStore, trace_id: str, key: str, batches: Callable[[], Iterable[tuple[str, dict[str, list[Any]]]]],
+               cursor: int | None, done: Callable[[], None] | None = None) -> PartLoaded:
+    """Sends a part's batches after ``cursor``; when the database drops the connection, waits and resumes
+    after the part's cursor as the database holds it (a server restarted from its last snapshot may hold
+    fewer batches than were sent), up to ``RETRY_WAIT_S`` times."""
+    loaded = PartLoaded()
+    while True:
+        try:
+            cursor = _part_cursor(store, key) if cursor is None else cursor
+            _send(store, trace_id, key, batches(), cursor, done, loaded)
+            return loaded
+        except StoreUnavailableError:
+            if loaded.retries == len(RETRY_WAIT_S):
+                raise
+            time.sleep(RETRY_WAIT_S[loaded.retries])
+            loaded.retries += 1
+            cursor = None  # read anew from the database before sending again
+
+
+def _load_rank_part(source: OpSource, part: RankPart) -> PartLoaded:
+    """A Ray task: one part of the ranks, built from the shared ``source`` and sent on a connection of its own. It
+    reads where its part stands first: a task run again after its worker died resumes after what it committed."""
+    with open_store(part.settings) as store:
+        return _load_part(store, part.trace_id, part.key,
+                          lambda: batched(rank_phases(source, part.index), part.batch_size), None)
+
+
 def load_analysis(
     store: GraphStore, a: Analysis, *, trace_id: str, name: str, detail: Detail = Detail.FULL, hops: int = 1,
-    batch_size: int = DEFAULT_BATCH, progress: Progress | None = None,
+    batch_size: int = DEFAULT_BATCH, progress: Progress | None = None, executor: Executor | None = None,
+    settings: Settings | None = None, part_ops: int = PART_OPS,
 ) -> LoadReport:
     """Loads the analysis ``a`` of trace ``trace_id`` into ``store`` (see the module docstring).
 
@@ -116,47 +200,67 @@ def load_analysis(
         detail (Detail): full, critical (paths plus ``hops`` neighbourhood) or summary.
         hops (int): the neighbourhood radius of ``critical``.
         batch_size (int): rows per batch (one transaction each).
-        progress (Callable[[int, int], None] | None): called after each batch with (done, total).
+        progress (Callable[[int, int], None] | None): called as batches commit with (done, total).
+        executor (Executor | None): where the rank parts load, each task on a connection it opens from
+            ``settings`` (which must name a database the tasks reach); None: one after the other here.
+        settings (Settings | None): with ``executor``.
+        part_ops (int): ops a part of the ranks gathers (``parts.PART_OPS``).
 
     Raises:
         GraphStoreError: the store went down (run the load again to finish it), or another load of
-            the same trace moved its cursor.
+            the same trace moved a part's cursor.
     """
     started = time.monotonic()
-    tables = graph_tables(a, trace_id, detail, hops)
+    tables = graph_tables(a, trace_id, detail, hops, part_ops)
     plan = tables.plan(batch_size)
-    batches = list(tables.batches(batch_size))
+    keys = [f"{trace_id}:{plan}:{part}" for part in tables.parts]
     state = next(iter(store.read("trace_state", {"trace": trace_id})), None)
     status = state["status"] if state is not None and state["plan"] == plan else None
     if status == "complete":
         return LoadReport(trace_id, detail, "unchanged", -1, 0, tables.nodes, tables.relationships, 0, 0,
                           time.monotonic() - started)
-    cursor = int(state["cursor"]) if status == "loading" and state is not None else -1
+    cursors = {r["key"]: int(r["cursor"]) for r in store.read("load_parts", {"trace": trace_id})}
     if status != "loading":  # new, another plan, or a delete that stopped half-way: start over
         _begin(store, a, trace_id, name, tables, plan)
-    if cursor < 0:
-        _delete_content(store, trace_id)  # what an earlier load of another plan left, or nothing
-    nodes_created = relationships_created = sent = 0
-    for seq, (phase, columns) in enumerate(batches):
-        if seq <= cursor:
-            continue
-        result = store.write(_query(phase), {"trace": trace_id, "cursor": seq, **columns})
-        rows = len(next(iter(columns.values())))
-        if not result.rows or int(result.rows[0]["created"]) != rows:
-            got = int(result.rows[0]["created"]) if result.rows else 0
-            raise GraphStoreError(f"trace {trace_id}: batch {seq} ({phase}) applied {got} of {rows} rows: another "
-                                  "load of this trace is running, or its ops are missing; run the load again")
-        nodes_created += result.nodes_created
-        relationships_created += result.relationships_created
-        sent += 1
+    if status != "loading" or keys[0] not in cursors:  # no head part: the delete before it may not have ended
+        _delete_content(store, trace_id)  # what an earlier load left, LoadParts first, or nothing
+        cursors = {}
+    store.write("load_parts_begin", {"trace": trace_id, "keys": keys})
+    start = [cursors.get(k, -1) for k in keys]
+    counts = tables.batch_counts(batch_size)
+    committed = sum(c + 1 for c in start)
+    total, done = sum(counts), committed
+
+    def one_done() -> None:
+        nonlocal done
+        done += 1
         if progress is not None:
-            progress(seq + 1, len(batches))
+            progress(done, total)
+
+    def here(i: int) -> PartLoaded:
+        return _load_part(store, trace_id, keys[i], lambda: tables.batches(batch_size, i), start[i], one_done)
+
+    loaded = [here(0)]
+    ranks = range(1, len(keys) - 1)
+    if executor is not None and settings is not None and len(ranks):
+        jobs = [RankPart(settings, trace_id, keys[i], i - 1, batch_size) for i in ranks]
+
+        def rank_done(j: int) -> None:
+            for _ in range(counts[j + 1] - start[j + 1] - 1):
+                one_done()
+
+        loaded += executor.map(_load_rank_part, jobs, shared=tables.source, done=rank_done)
+    else:
+        loaded += [here(i) for i in ranks]
+    loaded.append(here(len(keys) - 1))
     store.write("trace_finish", {
         "trace": trace_id, "steps": len(a.steps), "ops": int(tables.loaded.sum()),
         "relationships": tables.relationships, "loaded_at": time.time(),
     })
-    return LoadReport(trace_id, detail, "resumed" if cursor >= 0 else "loaded", cursor, sent, tables.nodes,
-                      tables.relationships, nodes_created, relationships_created, time.monotonic() - started)
+    return LoadReport(trace_id, detail, "resumed" if committed else "loaded", committed - 1,
+                      sum(p.sent for p in loaded), tables.nodes, tables.relationships,
+                      sum(p.nodes_created for p in loaded), sum(p.relationships_created for p in loaded),
+                      time.monotonic() - started, sum(p.retries for p in loaded))
 
 
 def delete_trace(store: GraphStore, trace_id: str) -> bool:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from bottleneck_oracle.errors import ConfigError, GraphStoreError, QueryError, one_line
+from bottleneck_oracle.errors import ConfigError, GraphStoreError, QueryError, StoreUnavailableError, one_line
 from bottleneck_oracle.graphdb.queries import Mode, Query, prepare, schema_statements
 from bottleneck_oracle.graphdb.types import Backend, Capability, Row, WriteResult
 
@@ -26,7 +26,7 @@ _CAPABILITIES = frozenset({Capability.VECTOR_SEARCH, Capability.UNIQUE_CONSTRAIN
 
 
 def _unreachable(uri: str, error: BaseException) -> GraphStoreError:
-    return GraphStoreError(f"Neo4j at {uri} is not reachable ({one_line(error)}): check ORACLE_GRAPH_URL")
+    return StoreUnavailableError(f"Neo4j at {uri} is not reachable ({one_line(error)}): check ORACLE_GRAPH_URL")
 
 
 class Neo4jStore:

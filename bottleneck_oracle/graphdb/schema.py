@@ -16,9 +16,9 @@ __all__ = [
     "TRACE_SCOPED", "SCHEMA_VERSION", "EMBEDDING_DIM",
 ]
 
-SCHEMA_VERSION = 3  # bump when a property or relationship changes meaning: old loads are reloaded
+SCHEMA_VERSION = 4  # bump when a property or relationship changes meaning: old loads are reloaded
 # (2: Step nodes carry the GPU timeline and GPU-bound verdict, gpu_*; 3: Finding nodes mark their step's
-# cause, with the ranks that waited for it, cause, waiting, waited_ms)
+# cause, with the ranks that waited for it, cause, waiting, waited_ms; 4: a load's cursors are per part, LoadPart)
 EMBEDDING_DIM = 384  # all-MiniLM-L6-v2
 
 
@@ -33,6 +33,7 @@ class Label(StrEnum):
     FINDING = "Finding"  # one bottleneck finding (DESIGN vocabulary)
     PREDICTION = "Prediction"  # a model's prediction for one (step, rank)
     PLAYBOOK = "Playbook"  # one optimization entry of the curated playbook
+    LOAD_PART = "LoadPart"  # one part of a load under way (head, a rank, tail) and its last committed batch
 
 
 class Rel(StrEnum):
@@ -81,11 +82,12 @@ class VectorIndex:
 KEYS: tuple[Key, ...] = (
     Key(Label.TRACE, "id"), Key(Label.RANK, "key"), Key(Label.STEP, "key"), Key(Label.OP, "key"),
     Key(Label.COLLECTIVE, "key"), Key(Label.FINDING, "key"), Key(Label.PREDICTION, "key"),
-    Key(Label.PLAYBOOK, "key"),
+    Key(Label.PLAYBOOK, "key"), Key(Label.LOAD_PART, "key"),
 )
-# labels whose nodes belong to one trace (property ``trace``): indexed, and deleted with the trace
+# labels whose nodes belong to one trace (property ``trace``): indexed, and deleted with the trace, LoadPart
+# first: a load that finds its head part knows the delete before it finished (graphdb/loader.py)
 TRACE_SCOPED: tuple[Label, ...] = (
-    Label.OP, Label.STEP, Label.RANK, Label.COLLECTIVE, Label.FINDING, Label.PREDICTION,
+    Label.LOAD_PART, Label.OP, Label.STEP, Label.RANK, Label.COLLECTIVE, Label.FINDING, Label.PREDICTION,
 )
 INDEXES: tuple[Key, ...] = tuple(Key(label, "trace") for label in TRACE_SCOPED) + (
     Key(Label.STEP, "step"), Key(Label.COLLECTIVE, "step"), Key(Label.PLAYBOOK, "category"),

@@ -1,4 +1,5 @@
-"""What a trace puts in the graph: its analysis as column tables, one per node label and relationship.
+"""What a trace puts in the graph: its analysis as column tables, one per node label and relationship,
+in load parts (a head, one part per rank, a tail: ``GraphTables``).
 
 ``graph_tables`` selects by detail level: ``full`` every op and DAG edge; ``critical`` the ops on
 any (step, rank)'s critical path, every op within ``hops`` DAG edges of them (either direction)
@@ -19,9 +20,10 @@ import numpy as np
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
-from bottleneck_oracle.dag.types import CATEGORIES, EdgeType, NodeKind, Role
+from bottleneck_oracle.dag.types import CATEGORIES, EdgeType
 from bottleneck_oracle.errors import GraphError
-from bottleneck_oracle.graphdb.schema import DAG_RELS, SCHEMA_VERSION, Rel
+from bottleneck_oracle.graphdb.parts import PART_OPS, OpSource, edge_phase, file_shift_ns, to_us
+from bottleneck_oracle.graphdb.schema import SCHEMA_VERSION
 from bottleneck_oracle.graphdb.types import Detail
 
 __all__ = ["Table", "GraphTables", "graph_tables", "critical_nodes", "expand_hops", "step_key", "GPU_FIELDS",
@@ -30,8 +32,6 @@ __all__ = ["Table", "GraphTables", "graph_tables", "critical_nodes", "expand_hop
 TOP_OPS = 10  # op names kept per step in the summary columns
 # the GPU timeline's fields a Step node keeps, as ``gpu_<field>`` (dag/gpu_timeline.py; ``total`` is the wall)
 GPU_FIELDS = ("busy_ms", "idle_ms", "computation_ms", "comm_ms", "exposed_comm_ms", "memcpy_ms", "exposed_memcpy_ms")
-_KIND_NAMES = np.array([k.name.lower() for k in NodeKind], dtype=object)
-_ROLE_NAMES = np.array([r.name.lower() for r in Role], dtype=object)
 # (nodes, relationships) each row of a phase creates
 _COUNTS = {
     "load_ranks": (1, 1), "load_steps": (1, 1), "load_collectives": (1, 0), "load_ops": (1, 1),
@@ -58,43 +58,95 @@ class Table:
         return {name: values[start:stop] for name, values in self.columns.items()}
 
 
+def rank_phases(source: OpSource, index: int) -> list[tuple[str, Table]]:
+    """(query name, table) of the ranks' part number ``index``."""
+    return [(name, Table(cols)) for name, cols in source.phases(index)]
+
+
+def batched(phases: list[tuple[str, Table]], size: int) -> Iterator[tuple[str, dict[str, list[Any]]]]:
+    """(query name, columns) of every batch of at most ``size`` rows of ``phases``, in order."""
+    for name, table in phases:
+        for start in range(0, len(table), size):
+            yield name, table.rows(start, start + size)
+
+
 @dataclass(frozen=True, slots=True)
 class GraphTables:
-    """Every table of one trace, in load order.
+    """Every table of one trace, in load order, in parts: ``head`` (ranks, steps, collectives), one part
+    per few ranks (``parts.py``, built when it loads), then ``tail`` (edges between ranks, critical-path
+    links, findings).
 
     Args:
         detail (Detail): what was selected.
         hops (int): neighbourhood radius of ``critical``.
         loaded (np.ndarray): bool[N], the ExecGraph nodes that become Op nodes.
-        phases (tuple[tuple[str, Table], ...]): (query name, table), in the order they load;
+        head, tail (tuple[tuple[str, Table], ...]): (query name, table) of the first and last part;
             ``load_edges_<rel>`` names are built queries.
+        source (OpSource | None): what the rank parts are built from (None: no op is loaded).
+        rank_sizes (tuple[dict[str, int], ...]): rows per phase of each part of the ranks.
     """
 
     detail: Detail
     hops: int
     loaded: np.ndarray
-    phases: tuple[tuple[str, Table], ...] = field(default=())
+    head: tuple[tuple[str, Table], ...] = field(default=())
+    tail: tuple[tuple[str, Table], ...] = field(default=())
+    source: OpSource | None = None
+    rank_sizes: tuple[dict[str, int], ...] = field(default=())
+
+    @property
+    def parts(self) -> list[str]:
+        """The parts' names in load order: head, the ranks' (``rank<r>`` or ``ranks<first>-<last>``), tail."""
+        return ["head", *([] if self.source is None else self.source.parts), "tail"]
+
+    def part_phases(self, part: int) -> list[tuple[str, Table]]:
+        """(query name, table) of part number ``part`` (rank parts are built now)."""
+        if part == 0:
+            return list(self.head)
+        if part == len(self.parts) - 1:
+            return list(self.tail)
+        assert self.source is not None
+        return rank_phases(self.source, part - 1)
+
+    def sizes(self) -> list[list[tuple[str, int]]]:
+        """Rows per phase of each part, in load order (no rank part is built)."""
+        return [[(n, len(t)) for n, t in self.head], *(list(s.items()) for s in self.rank_sizes),
+                [(n, len(t)) for n, t in self.tail]]
+
+    @property
+    def phases(self) -> tuple[tuple[str, Table], ...]:
+        """Every table whole, each phase's rows joined part after part: for small traces and tests."""
+        merged: dict[str, dict[str, list[Any]]] = {}
+        for part in range(len(self.parts)):
+            for name, table in self.part_phases(part):
+                into = merged.setdefault(name, {c: [] for c in table.columns})
+                for c, values in table.columns.items():
+                    into[c] += values
+        return tuple((name, Table(cols)) for name, cols in merged.items())
 
     @property
     def nodes(self) -> int:
         """Nodes the trace adds, the Trace node included."""
-        return 1 + sum(len(t) * _counts(name)[0] for name, t in self.phases)
+        return 1 + sum(n * _counts(name)[0] for part in self.sizes() for name, n in part)
 
     @property
     def relationships(self) -> int:
         """Relationships the trace adds."""
-        return sum(len(t) * _counts(name)[1] for name, t in self.phases)
+        return sum(n * _counts(name)[1] for part in self.sizes() for name, n in part)
 
-    def batches(self, size: int) -> Iterator[tuple[str, dict[str, list[Any]]]]:
-        """(query name, columns) of every batch of at most ``size`` rows, in load order."""
-        for name, table in self.phases:
-            for start in range(0, len(table), size):
-                yield name, table.rows(start, start + size)
+    def batches(self, size: int, part: int) -> Iterator[tuple[str, dict[str, list[Any]]]]:
+        """(query name, columns) of every batch of at most ``size`` rows of part number ``part``, in load order."""
+        return batched(self.part_phases(part), size)
+
+    def batch_counts(self, size: int) -> list[int]:
+        """Batches of each part."""
+        return [sum(-(-n // size) for _, n in part) for part in self.sizes()]
 
     def plan(self, size: int) -> str:
         """A signature of the batches: a load resumes only a crashed load with the same plan."""
         parts = [f"v{SCHEMA_VERSION}", self.detail.value, str(self.hops), str(size)]
-        parts += [f"{name}={len(table)}" for name, table in self.phases]
+        for name, sizes in zip(self.parts, self.sizes()):
+            parts += [name, *(f"{phase}={n}" for phase, n in sizes)]
         return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
 
 
@@ -103,17 +155,9 @@ def step_key(trace_id: str, step: int, rank: int) -> str:
     return f"{trace_id}:{step}:{rank}"
 
 
-def _us(ns: np.ndarray) -> list[float]:
-    return np.round(np.asarray(ns, dtype=np.float64) / 1000.0, 3).tolist()
-
-
 def _file_ts_us(a: Analysis, rank: np.ndarray, t_ns: np.ndarray) -> list[float]:
-    """Times as the ``ts`` (µs) each rank's file uses (as ``dag.report.file_ts_us``)."""
-    trace = a.graph.trace
-    shift = {info.rank: trace.origin_ns - info.base_ns for info in trace.ranks}
-    offset = np.array([shift.get(int(r), trace.origin_ns) for r in range(int(rank.max(initial=0)) + 1)],
-                      dtype=np.int64)
-    return _us(np.asarray(t_ns, dtype=np.int64) + offset[np.asarray(rank, dtype=np.int64)])
+    """Times as the ``ts`` (µs) each rank's file uses."""
+    return to_us(np.asarray(t_ns, dtype=np.int64) + file_shift_ns(a)[np.asarray(rank, dtype=np.int64)])
 
 
 def critical_nodes(reports: list[StepReport] | tuple[StepReport, ...]) -> np.ndarray:
@@ -133,18 +177,6 @@ def expand_hops(a: Analysis, seed: np.ndarray, hops: int) -> np.ndarray:
         nxt[g.edge_src[reach[g.edge_dst]]] = True
         reach = nxt
     return reach
-
-
-def _own_contrib(a: Analysis) -> np.ndarray:
-    """int64[N]: each node's time on the critical path of its own (step, rank)."""
-    g = a.graph
-    step = g.step
-    out = np.zeros(len(g), dtype=np.int64)
-    for r in a.steps:
-        node = r.path_node
-        own = (node >= 0) & (g.rank[np.maximum(node, 0)] == r.rank) & (step[np.maximum(node, 0)] == r.step)
-        np.add.at(out, node[own], r.path_dur_ns[own])
-    return out
 
 
 def _ranks(a: Analysis) -> Table:
@@ -220,7 +252,7 @@ def _steps(a: Analysis, trace_id: str) -> Table:
         cols["top_ops_us"].append(top_us)
     start = np.array([r.start_ns for r in reports], dtype=np.int64)
     rank = np.array([r.rank for r in reports], dtype=np.int64)
-    cols["start_us"] = _us(start)
+    cols["start_us"] = to_us(start)
     cols["ts_us"] = _file_ts_us(a, rank, start) if len(reports) else []
     return Table(dict(cols) | _gpu_columns(a))
 
@@ -242,48 +274,6 @@ def _collectives(a: Analysis) -> Table:
     })
 
 
-def _op_columns(a: Analysis, idx: np.ndarray, contrib: np.ndarray) -> dict[str, list[Any]]:
-    g = a.graph
-    names = np.asarray(g.trace.strings, dtype=object)
-    lanes = np.asarray(g.trace.lanes.label, dtype=object)
-    return {
-        "idx": idx.tolist(), "name": names[g.name[idx]].tolist(), "kind": _KIND_NAMES[g.kind[idx]].tolist(),
-        "role": _ROLE_NAMES[g.role[idx]].tolist(), "rank": g.rank[idx].tolist(), "step": g.step[idx].tolist(),
-        "lane": lanes[g.lane[idx]].tolist(), "ts_us": _file_ts_us(a, g.rank[idx], g.start_ns[idx]),
-        "start_us": _us(g.start_ns[idx]), "dur_us": _us(g.dur_ns[idx]), "slack_us": _us(a.slack_ns[idx]),
-        "on_path": (contrib[idx] > 0).tolist(), "contrib_us": _us(contrib[idx]),
-        "collective": [c if c >= 0 else None for c in g.collective[idx].tolist()],
-    }
-
-
-def _ops(a: Analysis, trace_id: str, loaded: np.ndarray) -> tuple[Table, Table]:
-    """(ops inside a reported step, with the key of their Step; ops outside every step)."""
-    g = a.graph
-    contrib = _own_contrib(a)
-    reported = {(r.step, r.rank) for r in a.steps}
-    row_key = np.array([step_key(trace_id, s, r) if (s, r) in reported else None
-                        for s, r in zip(g.steps.step.tolist(), g.steps.rank.tolist())] + [None], dtype=object)
-    key = row_key[np.where(g.step_row >= 0, g.step_row, len(row_key) - 1)]
-    inside = loaded & (key != None)  # noqa: E711 - elementwise on an object array
-    idx = np.flatnonzero(inside)
-    cols = _op_columns(a, idx, contrib)
-    cols["step_key"] = key[idx].tolist()
-    return Table(cols), Table(_op_columns(a, np.flatnonzero(loaded & ~inside), contrib))
-
-
-def _edges(a: Analysis, loaded: np.ndarray) -> list[tuple[str, Table]]:
-    g = a.graph
-    keep = loaded[g.edge_src] & loaded[g.edge_dst]
-    out = []
-    for etype in EdgeType:
-        mask = keep & (g.edge_type == etype)
-        if mask.any():
-            rel: Rel = DAG_RELS[etype]
-            out.append((f"load_edges_{rel.value.lower()}",
-                        Table({"src": g.edge_src[mask].tolist(), "dst": g.edge_dst[mask].tolist()})))
-    return out
-
-
 def _critical_next(a: Analysis, trace_id: str) -> Table:
     """One row per segment of every (step, rank)'s critical path: from the previous owner to this one."""
     cols: dict[str, list[Any]] = defaultdict(list)
@@ -298,7 +288,7 @@ def _critical_next(a: Analysis, trace_id: str) -> Table:
         cols["gap"] += (node < 0).tolist()
         cols["category"] += [CATEGORIES[c].value for c in r.path_category.tolist()]
         cols["rank"] += r.path_rank.tolist()
-        cols["contrib_us"] += _us(r.path_dur_ns)
+        cols["contrib_us"] += to_us(r.path_dur_ns)
         gap_ts = _file_ts_us(a, r.path_rank, r.path_start_ns) if k else []
         cols["ts_us"] += [t if n is None else None for t, n in zip(gap_ts, owner)]
     return Table(dict(cols))
@@ -323,14 +313,34 @@ def _findings(a: Analysis, trace_id: str) -> tuple[Table, Table]:
     return findings, Table({"finding": finding, "step_key": key})
 
 
-def graph_tables(a: Analysis, trace_id: str, detail: Detail = Detail.FULL, hops: int = 1) -> GraphTables:
-    """The tables of ``a`` at ``detail``, in load order.
+def _step_keys(a: Analysis, trace_id: str) -> np.ndarray:
+    """The Step key of each step row the analysis reports (else None), then None: ``OpSource.step_keys``."""
+    steps = a.graph.steps
+    reported = {(r.step, r.rank) for r in a.steps}
+    return np.array([step_key(trace_id, s, r) if (s, r) in reported else None
+                     for s, r in zip(steps.step.tolist(), steps.rank.tolist())] + [None], dtype=object)
+
+
+def _cross_rank_edges(a: Analysis, cross: np.ndarray) -> list[tuple[str, Table]]:
+    g = a.graph
+    out = []
+    for etype in EdgeType:
+        mask = cross & (g.edge_type == etype)
+        if mask.any():
+            out.append((edge_phase(etype), Table({"src": g.edge_src[mask].tolist(), "dst": g.edge_dst[mask].tolist()})))
+    return out
+
+
+def graph_tables(a: Analysis, trace_id: str, detail: Detail = Detail.FULL, hops: int = 1,
+                 part_ops: int = PART_OPS) -> GraphTables:
+    """The tables of ``a`` at ``detail``, in load order (rank parts are built when they load).
 
     Args:
         a (Analysis): the analysis of the trace.
         trace_id (str): the trace's id, the prefix of every key.
         detail (Detail): full, critical or summary.
         hops (int): for ``critical``: the neighbourhood radius around the critical paths.
+        part_ops (int): ops a part of the ranks gathers (``parts.PART_OPS``).
     """
     g = a.graph
     if detail is Detail.FULL:
@@ -339,16 +349,18 @@ def graph_tables(a: Analysis, trace_id: str, detail: Detail = Detail.FULL, hops:
         loaded = expand_hops(a, critical_nodes(a.steps), hops) | (g.collective >= 0)
     else:
         loaded = np.zeros(len(g), dtype=bool)
-    phases: list[tuple[str, Table]] = [("load_ranks", _ranks(a)), ("load_steps", _steps(a, trace_id))]
+    head: list[tuple[str, Table]] = [("load_ranks", _ranks(a)), ("load_steps", _steps(a, trace_id))]
+    tail: list[tuple[str, Table]] = []
+    source = None
     if detail is not Detail.SUMMARY:
-        ops, loose = _ops(a, trace_id, loaded)
-        members = np.flatnonzero(loaded & (g.collective >= 0))
-        phases += [
-            ("load_collectives", _collectives(a)), ("load_ops", ops), ("load_loose_ops", loose),
-            ("load_member_of", Table({"op": members.tolist(), "instance": g.collective[members].tolist()})),
-            *_edges(a, loaded), ("load_critical_next", _critical_next(a, trace_id)),
-        ]
+        both = loaded[g.edge_src] & loaded[g.edge_dst]
+        same = g.rank[g.edge_src] == g.rank[g.edge_dst]
+        source = OpSource.of(a, trace_id, loaded, _step_keys(a, trace_id), both & same, part_ops)
+        head.append(("load_collectives", _collectives(a)))
+        tail += [*_cross_rank_edges(a, both & ~same), ("load_critical_next", _critical_next(a, trace_id))]
     findings, explains = _findings(a, trace_id)
-    phases += [("load_findings", findings), ("load_explains", explains)]
+    tail += [("load_findings", findings), ("load_explains", explains)]
+    keep = lambda phases: tuple((name, t) for name, t in phases if len(t))  # noqa: E731
     return GraphTables(detail=detail, hops=hops if detail is Detail.CRITICAL else 0, loaded=loaded,
-                       phases=tuple((name, t) for name, t in phases if len(t)))
+                       head=keep(head), tail=keep(tail), source=source,
+                       rank_sizes=tuple(source.sizes()) if source is not None else ())

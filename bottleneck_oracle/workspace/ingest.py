@@ -9,9 +9,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bottleneck_oracle.config import Settings
+from bottleneck_oracle.config import EMBEDDED_GRAPH_URL, Settings
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.errors import ConfigError
+from bottleneck_oracle.executor import Executor, executor_of
 from bottleneck_oracle.graphdb import (
     Capability,
     Detail,
@@ -58,6 +59,18 @@ def _remember_findings(store: GraphStore, a: Analysis, tid: str, say: Callable[[
     return embed_findings(store, tid, a.findings, embedder)
 
 
+def _rank_loader(settings: Settings, say: Callable[[str], None]) -> Executor | None:
+    """Where the ranks' parts load: as Ray tasks with the ``ray`` executor, each on its own connection;
+    else one after the other in this process (one rank's rows at a time)."""
+    if settings.executor != "ray":
+        return None
+    if settings.graph_url.strip() == EMBEDDED_GRAPH_URL and settings.ray_address:
+        say("loading the ranks from this machine: the cluster's nodes cannot reach the workspace's embedded "
+            "database (set ORACLE_GRAPH_URL to a server they reach)")
+        return None
+    return executor_of(settings)
+
+
 def ingest(paths: Sequence[Path], settings: Settings, *, detail: Detail = Detail.FULL, hops: int = 1,
            partial: bool = False, steps_from: str | None = None, predict: bool = True, memory: bool = True,
            stage: Callable[[str], None] | None = None, progress: Callable[[int, int], None] | None = None) -> Ingested:
@@ -86,7 +99,8 @@ def ingest(paths: Sequence[Path], settings: Settings, *, detail: Detail = Detail
         say("loading the optimization playbook")
         graph_playbook.ensure_playbook(store, graph_playbook.read_playbook())
         say("loading")
-        report = load_analysis(store, a, trace_id=tid, name=name, detail=detail, hops=hops, progress=progress)
+        report = load_analysis(store, a, trace_id=tid, name=name, detail=detail, hops=hops, progress=progress,
+                               executor=_rank_loader(settings, say), settings=settings)
         embedded = _remember_findings(store, a, tid, say) if memory else 0
         predictions = 0
         if predict:

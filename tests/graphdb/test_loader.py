@@ -80,12 +80,22 @@ def test_loading_twice_leaves_one_copy(store: GraphStore, loaded: dict[str, Load
 def test_a_batch_sent_twice_is_applied_once(store: GraphStore, analyses: dict[str, LoadedTrace]) -> None:
     t = analyses["cp_simple_add"]
     tid = f"{t.trace_id}-twice"
-    load_analysis(store, t.analysis, trace_id=tid, name=t.name, detail=Detail.SUMMARY)
     tables = graph_tables(t.analysis, tid, Detail.SUMMARY)
-    name, columns = next(tables.batches(10_000))
-    again = store.write(name, {"trace": tid, "cursor": 0, **columns})  # the load's first batch, re-sent
+
+    def stop_after_one(done: int, total: int) -> None:
+        raise KeyboardInterrupt  # the loader dies after the first batch committed
+
+    with pytest.raises(KeyboardInterrupt):
+        load_analysis(store, t.analysis, trace_id=tid, name=t.name, detail=Detail.SUMMARY, progress=stop_after_one)
+    name, columns = next(tables.batches(10_000, 0))
+    head = f"{tid}:{tables.plan(10_000)}:head"
+    again = store.write(name, {"trace": tid, "part": head, "cursor": 0, **columns})  # the load's first batch, re-sent
     assert again.rows == () and again.nodes_created == 0
+    report = load_analysis(store, t.analysis, trace_id=tid, name=t.name, detail=Detail.SUMMARY)
+    assert (report.outcome, report.resumed_after) == ("resumed", 0)
     _assert_one_complete_copy(store, tid, tables)
+    parts = store.read("load_parts", {"trace": tid})  # each part's cursor at its last batch
+    assert [r["cursor"] + 1 for r in parts] == tables.batch_counts(10_000)
     assert delete_trace(store, tid) and not _inventory(store, tid)
     assert not delete_trace(store, tid)
 

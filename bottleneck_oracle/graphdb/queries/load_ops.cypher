@@ -1,20 +1,21 @@
 // name: load_ops
 // mode: write
-// params: trace, cursor, step_key, idx, name, kind, role, rank, step, lane, ts_us, start_us, dur_us, slack_us, on_path, contrib_us, collective
+// params: trace, part, cursor, step_key, idx, name, kind, role, rank, step, lane, ts_us, start_us, dur_us, slack_us, on_path, contrib_us, collective
 // returns: created
 // Creates one batch of Op nodes that lie inside a step, each IN_STEP of its Step, and records
 // the batch as committed in the same transaction. Times: ts_us as in the rank's file, start_us
 // on the analysis clock shared by all ranks.
-// The batch runs only when the previous one is the last committed (cursor - 1), so a batch
-// is applied once however often it is sent.
-MATCH (t:Trace {id: $trace}) WHERE t.status = 'loading' AND t.cursor = $cursor - 1
+// The batch runs only when the previous batch of its part is the last committed (the LoadPart's
+// cursor is cursor - 1), so a batch is applied once however often it is sent.
+MATCH (t:Trace {id: $trace}) WHERE t.status = 'loading'
+MATCH (p:LoadPart {key: $part}) WHERE p.cursor = $cursor - 1
 UNWIND range(0, size($idx) - 1) AS i
-WITH t, i, $step_key[i] AS step_key
+WITH t, p, i, $step_key[i] AS step_key
 MATCH (s:Step {key: step_key})
 CREATE (o:Op {key: $trace + ':' + toString($idx[i]), trace: $trace, idx: $idx[i], name: $name[i], kind: $kind[i],
               role: $role[i], rank: $rank[i], step: $step[i], lane: $lane[i], ts_us: $ts_us[i],
               start_us: $start_us[i], dur_us: $dur_us[i], slack_us: $slack_us[i], on_path: $on_path[i],
               contrib_us: $contrib_us[i], collective: $collective[i]})-[:IN_STEP]->(s)
-WITH t, count(*) AS created
-SET t.cursor = $cursor
+WITH p, count(*) AS created
+SET p.cursor = $cursor
 RETURN created

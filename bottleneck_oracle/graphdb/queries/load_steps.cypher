@@ -1,15 +1,16 @@
 // name: load_steps
 // mode: write
-// params: trace, cursor, step, rank, start_us, ts_us, wall_ms, critical_path_ms, slow, partial, median_ms, excess_ms, gpu_compute_ms, communication_ms, cpu_ms, launch_overhead_ms, sync_wait_ms, data_loading_ms, idle_ms, path_segments, top_ops, top_ops_us, gpu_busy_ms, gpu_idle_ms, gpu_computation_ms, gpu_comm_ms, gpu_exposed_comm_ms, gpu_memcpy_ms, gpu_exposed_memcpy_ms, gpu_busy_pct, gpu_bound, gpu_evidence, gpu_op_classes, gpu_op_classes_ms
+// params: trace, part, cursor, step, rank, start_us, ts_us, wall_ms, critical_path_ms, slow, partial, median_ms, excess_ms, gpu_compute_ms, communication_ms, cpu_ms, launch_overhead_ms, sync_wait_ms, data_loading_ms, idle_ms, path_segments, top_ops, top_ops_us, gpu_busy_ms, gpu_idle_ms, gpu_computation_ms, gpu_comm_ms, gpu_exposed_comm_ms, gpu_memcpy_ms, gpu_exposed_memcpy_ms, gpu_busy_pct, gpu_bound, gpu_evidence, gpu_op_classes, gpu_op_classes_ms
 // returns: created
 // Creates one batch of Step nodes, one per (step, rank), each ON_RANK of its Rank, and records
 // the batch as committed in the same transaction. The gpu_* properties are the GPU timeline over
 // the step's window (null on a rank without GPU work) and its GPU-bound verdict.
-// The batch runs only when the previous one is the last committed (cursor - 1), so a batch
-// is applied once however often it is sent.
-MATCH (t:Trace {id: $trace}) WHERE t.status = 'loading' AND t.cursor = $cursor - 1
+// The batch runs only when the previous batch of its part is the last committed (the LoadPart's
+// cursor is cursor - 1), so a batch is applied once however often it is sent.
+MATCH (t:Trace {id: $trace}) WHERE t.status = 'loading'
+MATCH (p:LoadPart {key: $part}) WHERE p.cursor = $cursor - 1
 UNWIND range(0, size($step) - 1) AS i
-WITH t, i, $trace + ':' + toString($rank[i]) AS rank_key
+WITH t, p, i, $trace + ':' + toString($rank[i]) AS rank_key
 MATCH (r:Rank {key: rank_key})
 CREATE (s:Step {key: $trace + ':' + toString($step[i]) + ':' + toString($rank[i]), trace: $trace,
                 step: $step[i], rank: $rank[i], start_us: $start_us[i], ts_us: $ts_us[i], wall_ms: $wall_ms[i],
@@ -23,6 +24,6 @@ CREATE (s:Step {key: $trace + ':' + toString($step[i]) + ':' + toString($rank[i]
                 gpu_comm_ms: $gpu_comm_ms[i], gpu_exposed_comm_ms: $gpu_exposed_comm_ms[i], gpu_memcpy_ms: $gpu_memcpy_ms[i],
                 gpu_exposed_memcpy_ms: $gpu_exposed_memcpy_ms[i], gpu_busy_pct: $gpu_busy_pct[i], gpu_bound: $gpu_bound[i],
                 gpu_evidence: $gpu_evidence[i], gpu_op_classes: $gpu_op_classes[i], gpu_op_classes_ms: $gpu_op_classes_ms[i]})-[:ON_RANK]->(r)
-WITH t, count(*) AS created
-SET t.cursor = $cursor
+WITH p, count(*) AS created
+SET p.cursor = $cursor
 RETURN created
