@@ -83,6 +83,12 @@ def _why_slow(results: list[Result], intent: str) -> Reply:
     bound = _gpu_bound(e)
     if cause is None and bound is not None:  # no host-side cause: the GPU's own time is the step's
         return bound
+    untraced = e.get("untraced_wait")
+    if cause is None and untraced:  # the step waited on what the trace does not hold: say so, name no cause
+        return Reply(template("untraced_step", **untraced | {"wall_ms": e["wall_ms"]}),
+                     [Evidence(template("untraced_evidence", idle_ms=e["breakdown_ms"]["idle"], ms=untraced["ms"]),
+                               "explain_step")],
+                     check=template("untraced_check"))
     if cause is None:
         if e.get("median_ms") is None:
             return Reply(template("no_median", **e))

@@ -96,6 +96,8 @@ def _gpu_busy(e: dict[str, Any]) -> Reply:
         classes = ", ".join(f"{c['class']} {c['ms']} ms" for c in b["op_classes"][:3]) or "none"
         evidence += [Evidence(template("gpu_bound", **values | b), "explain_step"),
                      Evidence(template("gpu_classes", classes=classes), "explain_step")]
+    elif e.get("untraced_wait"):
+        evidence.append(Evidence(template("gpu_untraced", **e["untraced_wait"]), "explain_step"))
     else:
         evidence.append(Evidence(template("gpu_not_bound", idle_ms=gpu["idle_ms"]), "explain_step"))
     return Reply(template("gpu_busy", **values), evidence)
@@ -108,6 +110,9 @@ def _steps(s: dict[str, Any]) -> Reply:
                       for b in s.get("gpu_bound_steps", []))
     if bound:
         evidence.append(Evidence(template("steps_gpu_bound", bound=bound), "list_steps"))
+    waits = "; ".join(f"step {u['step']} on rank {u['rank']} {u['ms']} ms ({u['pct']}%)" for u in s.get("untraced_steps", []))
+    if waits:
+        evidence.append(Evidence(template("steps_untraced", steps=waits), "list_steps"))
     which = (template("steps_slow", steps=", ".join(dict.fromkeys(str(x["step"]) for x in slow))) if slow
              else template("steps_none_slow"))
     return Reply(template("steps", trace=s["trace"], n=len(s["steps"]), median_step_ms=s["median_step_ms"],

@@ -36,6 +36,8 @@ def _step_time(e: dict[str, Any]) -> Reply:
     if e.get("median_ms") is not None:
         evidence.append(Evidence(_t("step_time_median", median_ms=e["median_ms"], moved=moved(e["delta_ms"])),
                                  "explain_step"))
+    if e.get("untraced_wait"):
+        evidence.append(Evidence(_t("step_untraced", **e["untraced_wait"]), "explain_step"))
     evidence.append(Evidence(_t("step_ops", ops=_ops(e.get("top_ops") or [], 3)), "explain_step"))
     return Reply(_t("step_time", step=e["step"], rank=e["rank"], wall_ms=e["wall_ms"], top=top.replace("+", "")),
                  evidence, check=_t("check_step", trace=e.get("trace") or "TRACE", step=e["step"]))
@@ -44,6 +46,12 @@ def _step_time(e: dict[str, Any]) -> Reply:
 def _job_bound(b: dict[str, Any]) -> Reply:
     shares = ", ".join(f"{k} {v}%" for k, v in sorted(b["shares_pct"].items(), key=lambda kv: -kv[1]))
     cats = "; ".join(f"{k} {v} ms" for k, v in b["breakdown_ms"].items() if v > 0)
+    if b["bound"] == "untraced":
+        rest = ", ".join(f"{k} {v}%" for k, v in sorted(b["shares_pct"].items(), key=lambda kv: -kv[1]) if k != "untraced")
+        return Reply(_t("job_untraced", n=b["steady_steps"], wall_ms=b["wall_ms"], ranks=b["ranks"],
+                        pct=b["shares_pct"]["untraced"], shares=rest),
+                     [Evidence(_t("job_cats", cats=cats), "job_bound"), _gpu_line(b.get("gpu"), "job_bound", "job_gpu")],
+                     check=_t("check_job", trace=b["trace"]))
     return Reply(_t("job_bound", bound=b["bound"], n=b["steady_steps"], wall_ms=b["wall_ms"], ranks=b["ranks"],
                     shares=shares),
                  [Evidence(_t("job_cats", cats=cats), "job_bound"), _gpu_line(b.get("gpu"), "job_bound", "job_gpu")],

@@ -122,6 +122,9 @@ def _findings(data: dict, console: Console, verbose: bool) -> None:
     minor = [f for f in data["findings"] if f["severity"] != "major"]
     if not major and data["gpu_bound"]:
         console.print("No host-side or communication bottleneck: the GPU itself is (GPU-bound, above).")
+    elif not major and any(n["code"] == "untraced_wait" for n in data["trace"]["health"]):
+        console.print("No bottleneck found in what the trace shows: its GPU waited for something outside it "
+                      "(the note above).")
     elif not major:
         console.print("No bottleneck found: no step stands out and no category dominates.")
     else:

@@ -18,11 +18,13 @@ from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.types import CATEGORIES, Bottleneck, Category
 
-__all__ = ["ANOMALY_SHARE", "CAT_INDEX", "MAJOR", "MINOR", "MIN_NS", "Finding", "ms", "own_ns", "top_ops"]
+__all__ = ["ANOMALY_SHARE", "CAT_INDEX", "MAJOR", "MINOR", "MIN_NS", "UNTRACED_SHARE", "Finding", "ms", "own_ns",
+           "top_ops", "untraced_matters", "untraced_wait"]
 
 MIN_NS = 1_000_000  # nothing under 1 ms is worth a finding
 ANOMALY_SHARE = 0.10  # of the median step: how much extra time makes an anomaly (in a slow step)
 CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
+UNTRACED_SHARE = 0.10  # of a step's wall: GPU waits on what the trace does not show that the answers must name
 MAJOR = "major"  # a cause of a slow step, a chronic bottleneck, or a finding of a trace too short to compare
 MINOR = "minor"  # an anomaly of a step that is not slow: listed after every major finding
 
@@ -67,6 +69,21 @@ def own_ns(r: StepReport, cat: Category) -> int:
     """Time of the step's critical path in ``cat`` on the step's own rank."""
     mask = (r.path_category == CAT_INDEX[cat]) & (r.path_rank == r.rank)
     return int(r.path_dur_ns[mask].sum())
+
+
+def untraced_wait(g: ExecGraph, r: StepReport) -> np.ndarray:
+    """bool per segment of ``r``'s path: GPU work on the step's rank that started long after its launch, on
+    an idle stream, waiting for something the trace does not show (``points.py`` makes such a wait idle,
+    owned by the work that waited): work launched before the profiler started, another process, an
+    event recorded outside the trace."""
+    node = np.maximum(r.path_node, 0)
+    on_gpu = (r.path_node >= 0) & g.trace.lanes.is_gpu[g.lane[node]]
+    return on_gpu & (r.path_category == CAT_INDEX[Category.IDLE]) & (r.path_rank == r.rank)
+
+
+def untraced_matters(wait_ns: float, wall_ns: float) -> bool:
+    """Whether a step's untraced GPU wait is large enough that an answer about the step must say so."""
+    return wait_ns >= max(MIN_NS, UNTRACED_SHARE * wall_ns)
 
 
 def top_ops(g: ExecGraph, r: StepReport, mask: np.ndarray, k: int = 5) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ from enum import StrEnum
 import numpy as np
 
 from bottleneck_oracle.dag.analysis import Analysis
+from bottleneck_oracle.dag.finding import untraced_matters, untraced_wait
 from bottleneck_oracle.traces import UNREAD_CATEGORY, EventKind
 
 __all__ = ["HealthCode", "HealthNote", "trace_health"]
@@ -31,6 +32,7 @@ class HealthCode(StrEnum):
     PARTIAL_WORLD = "partial_world"  # fewer files than the world size: cross-rank waits are half seen
     PARTIAL_STEP = "partial_step"  # a last step cut short by the profiler: left out of comparisons
     SKIPPED_EVENTS = "skipped_events"  # malformed events left out
+    UNTRACED_WAIT = "untraced_wait"  # GPU work waited for something the trace does not show
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,36 @@ def _skipped_note(a: Analysis) -> HealthNote | None:
                       f"({reasons}): the analysis does without them")
 
 
+def _untraced_note(a: Analysis) -> HealthNote | None:
+    """GPU work that waited long after its launch, on an idle stream, in a complete step: what it waited
+    for is not in the file, so no finding can name it (a window cut from a running server, another
+    process on the GPU, an event recorded outside the trace)."""
+    g = a.graph
+    hits = []
+    for r in a.steps:
+        if (r.step, r.rank) in a.partial_steps:
+            continue
+        mask = untraced_wait(g, r)
+        wait = int(r.path_dur_ns[mask].sum())
+        if untraced_matters(wait, r.wall_ns):
+            longest = int(np.flatnonzero(mask)[np.argmax(r.path_dur_ns[mask])])
+            hits.append((wait / r.wall_ns, wait, r, longest))
+    if not hits:
+        return None
+    share, wait, r, i = max(hits, key=lambda h: h[0])
+    node = int(r.path_node[i])
+    name = g.node_name(node)
+    where = f"step {r.step}" if r.step >= 0 else "the trace"
+    more = f"; {len(hits)} steps in all" if len(hits) > 1 else ""
+    return HealthNote(HealthCode.UNTRACED_WAIT, (
+        f"on rank {r.rank}, GPU work waited {wait / 1e6:.3f} ms ({share:.1%} of {where}) after its launch, "
+        f"on an idle stream, for something the trace does not show (work launched before the profiler started, "
+        f"another process, or an event recorded outside the trace); the longest wait: "
+        f"'{name if len(name) <= 60 else name[:59] + '…'}' on {g.trace.lanes.label[g.lane[node]]}, "
+        f"{r.path_dur_ns[i] / 1e6:.3f} ms{more}. It is idle on the critical path, and no finding can name "
+        f"what it waited for"))
+
+
 def trace_health(a: Analysis) -> list[HealthNote]:
     """The limits of the trace behind ``a``, most fundamental first; empty for a trace that has it all.
 
@@ -100,5 +132,6 @@ def trace_health(a: Analysis) -> list[HealthNote]:
         cut = ", ".join(f"step {s} on rank {r}" for s, r in sorted(a.partial_steps))
         notes.append(HealthNote(HealthCode.PARTIAL_STEP, f"partial last step ({cut}): under half its rank's median "
                                 "step, as when the profiler stops mid-step; left out of medians and findings"))
+    notes.append(_untraced_note(a))
     notes.append(_skipped_note(a))
     return [n for n in notes if n is not None]

@@ -16,7 +16,7 @@ __all__ = [
     "TRACE_SCOPED", "SCHEMA_VERSION", "EMBEDDING_DIM",
 ]
 
-SCHEMA_VERSION = 4  # bump when a property or relationship changes meaning: old loads are reloaded
+SCHEMA_VERSION = 5  # bump when a property or relationship changes meaning: old loads are reloaded
 # (2: Step nodes carry the GPU timeline and GPU-bound verdict, gpu_*; 3: Finding nodes mark their step's
 # cause, with the ranks that waited for it, cause, waiting, waited_ms; 4: a load's cursors are per part, LoadPart)
 EMBEDDING_DIM = 384  # all-MiniLM-L6-v2

@@ -21,9 +21,10 @@ from bottleneck_oracle.workspace.whatif import whatif_trace
 __all__ = ["BOUNDS", "GPU_BOUND_PCT", "job_bound", "rank_like_peers", "top_ops", "whatif_run"]
 
 GPU_BOUND_PCT = 80.0  # a job whose GPU is busy this much of its steady steps is GPU-bound
-# the attribution's categories, grouped by what bounds a job
+# the attribution's categories, grouped by what bounds a job; the idle time in which GPU work waited for
+# what the trace does not show (``untraced_wait``) is no host time: the trace cannot say what bounds it
 BOUNDS = {"input": ("data_loading",), "communication": ("communication", "sync_wait"),
-          "host": ("cpu", "launch_overhead", "idle"), "gpu": ("gpu_compute",)}
+          "host": ("cpu", "launch_overhead", "idle"), "gpu": ("gpu_compute",), "untraced": ("untraced_wait",)}
 
 
 def _ms(value: float) -> float:
@@ -38,15 +39,18 @@ def _steady(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def job_bound(store: GraphStore, t: LoadedTrace) -> dict[str, Any]:
     """Whether the job is input-, communication-, host- or GPU-bound over its steady steps: the wall
-    time of each group of attribution categories, and what the GPU did (None without GPU events)."""
+    time of each group of attribution categories, and what the GPU did (None without GPU events).
+    ``untraced``: most of the time is GPU work waiting for what the trace does not show."""
     rows = _steady(step_questions.step_rows(store, t))
     full = {(r["step"], r["rank"]): r for r in store.read("trace_steps", {"trace": t.trace_id})}
     wall = sum(r["wall_ms"] for r in rows)
     cats: dict[str, float] = defaultdict(float)
     for r in rows:
+        row = full[(r["step"], r["rank"])]
         for group in BOUNDS.values():
             for c in group:
-                cats[c] += float(full[(r["step"], r["rank"])][f"{c}_ms"] or 0.0)
+                cats[c] += float(row[f"{c}_ms"] or 0.0)
+        cats["idle"] -= float(row["untraced_wait_ms"] or 0.0)
     shares = {b: round(100 * sum(cats[c] for c in cs) / wall, 1) if wall else 0.0 for b, cs in BOUNDS.items()}
     gpus = [r["gpu"] for r in rows if r["gpu"] is not None]
     gpu = None

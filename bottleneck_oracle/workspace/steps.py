@@ -10,6 +10,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
+from bottleneck_oracle.dag.finding import untraced_matters
 from bottleneck_oracle.dag.types import CATEGORIES
 from bottleneck_oracle.errors import ConfigError, NotFoundError
 from bottleneck_oracle.graphdb import GraphStore
@@ -32,6 +33,15 @@ def _rows(store: GraphStore, t: LoadedTrace) -> list[dict[str, Any]]:
 
 def _breakdown(row: dict[str, Any]) -> dict[str, float]:
     return {c: _ms(row[f"{c}_ms"]) for c in _CATS}
+
+
+def _untraced(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The step's GPU wait for what the trace does not show (``dag/finding.py``), where an answer must
+    say so: ``{step, rank, ms, pct}`` (pct of the wall time); else None."""
+    wait, wall = float(row.get("untraced_wait_ms") or 0.0), float(row["wall_ms"])
+    if not untraced_matters(wait * 1e6, wall * 1e6):
+        return None
+    return {"step": row["step"], "rank": row["rank"], "ms": _ms(wait), "pct": round(100 * wait / wall, 1)}
 
 
 def _gpu(row: dict[str, Any]) -> dict[str, float] | None:
@@ -96,7 +106,8 @@ def pick_step(store: GraphStore, t: LoadedTrace, step: int | None, rank: int | N
 
 def list_steps(store: GraphStore, t: LoadedTrace) -> dict[str, Any]:
     """Every step (its slowest rank's wall time against the median step, and what its GPU did), the slow
-    (step, rank)s and the GPU-bound ones; ``has_gpu`` is False for a trace with no GPU events."""
+    (step, rank)s, the GPU-bound ones, and those whose GPU waited for what the trace does not show
+    (``untraced_steps``); ``has_gpu`` is False for a trace with no GPU events."""
     rows = _rows(store, t)
     by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
@@ -112,9 +123,10 @@ def list_steps(store: GraphStore, t: LoadedTrace) -> dict[str, Any]:
              "excess_ms": _ms(r["excess_ms"])} for r in store.read("slow_steps", {"trace": t.trace_id})]
     bound = [{"step": r["step"], "rank": r["rank"], "busy_pct": float(r["gpu_busy_pct"])}
              for r in rows if r.get("gpu_bound")]
+    untraced = [u for r in rows if not r["partial"] and (u := _untraced(r)) is not None]
     return {"trace": t.name, "trace_id": t.trace_id, "ranks": len({r["rank"] for r in rows}),
             "median_step_ms": _ms(statistics.median(walls)) if walls else None, "steps": steps, "slow_steps": slow,
-            "has_gpu": any(_gpu(r) is not None for r in rows), "gpu_bound_steps": bound}
+            "has_gpu": any(_gpu(r) is not None for r in rows), "gpu_bound_steps": bound, "untraced_steps": untraced}
 
 
 def step_rows(store: GraphStore, t: LoadedTrace) -> list[dict[str, Any]]:
@@ -165,8 +177,9 @@ def _top_ops(store: GraphStore, t: LoadedTrace, step: int, rank: int, k: int = T
 def explain_step(store: GraphStore, t: LoadedTrace, step: int | None = None, rank: int | None = None) -> dict[str, Any]:
     """One step on one rank: its wall time and attribution against the rank's median step, what its GPU
     did (``gpu``; None on a rank without GPU work, ``has_gpu`` False for a trace without GPU events) and
-    its GPU-bound verdict (``gpu_bound``, None when not), the ops that carry its critical path, and the
-    findings that explain it. ``cause``: the finding of what delayed the step (``dag/cause.py``), with
+    its GPU-bound verdict (``gpu_bound``, None when not), its GPU's wait for what the trace does not show
+    (``untraced_wait``, None when small), the ops that carry its critical path, and the findings that
+    explain it. ``cause``: the finding of what delayed the step (``dag/cause.py``), with
     ``rank`` (the rank that delayed it, the one explained when no rank is asked), ``waited`` (the ranks
     that waited for it, ``[{rank, ms}]``) and ``is_cause`` (False: no cause marked, its first major
     finding instead)."""
@@ -184,7 +197,7 @@ def explain_step(store: GraphStore, t: LoadedTrace, step: int | None = None, ran
                            "slow": bool(any(r["slow"] for r in rows if r["step"] == step)),
                            "slow_ranks": sorted(r["rank"] for r in rows if r["step"] == step and r["slow"]),
                            "breakdown_ms": breakdown, "gpu": _gpu(row), "gpu_bound": _gpu_bound(row),
-                           "has_gpu": any(_gpu(r) is not None for r in rows)}
+                           "has_gpu": any(_gpu(r) is not None for r in rows), "untraced_wait": _untraced(row)}
     if median is not None:
         # the analysis's own median and excess (the findings cite them) where the step has them
         median_ms = _ms(row["median_ms"]) if row.get("median_ms") is not None else median["wall_ms"]

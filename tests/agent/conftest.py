@@ -18,6 +18,7 @@ DLRM = REAL / "param" / "dlrm_8rank_kineto"  # real 8-rank NCCL job
 H100 = WILD / "tracelens" / "h100"
 QWEN = H100 / "qwen1.5_0.5b_chat" / "trace.json.gz"  # one H100 step, GPU busy most of it (GPU-bound)
 BERT = H100 / "bert_small" / "trace.json.gz"  # one H100 step, GPU mostly idle (host-bound)
+UNTRACED = REAL / "hta" / "trace_compare_base"  # real: GPU work waits 100+ ms after launch for nothing traced
 
 
 @pytest.fixture(scope="session")
@@ -50,5 +51,15 @@ def gpu_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]
     settings = Settings(home=tmp_path_factory.mktemp("gpu_home"), workers=2)
     for path in (QWEN, BERT):
         ingest([path], settings)
+    yield settings
+    stop_server(settings.home)
+
+
+@pytest.fixture(scope="session")
+def untraced_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    """A workspace holding HTA's real trace_compare_base, whose GPU work waits over 100 ms after its
+    launch, on an idle stream, for nothing the trace holds; its server stops at the end of the session."""
+    settings = Settings(home=tmp_path_factory.mktemp("untraced_home"), workers=2)
+    ingest([UNTRACED], settings)
     yield settings
     stop_server(settings.home)

@@ -86,3 +86,25 @@ def test_a_question_without_its_result_is_left_to_the_others() -> None:
     assert answer_question("whatif_run", [], no_change=True).verdict.startswith("Which change?")  # type: ignore[union-attr]
     unknown = answer_question("explain_category", [Result("playbook_search", {}, {"entries": []})])
     assert unknown is not None and "host_pause" in unknown.verdict  # names the categories it knows
+
+
+@pytest.fixture(scope="module")
+def untraced_conversation(untraced_settings: Any) -> Any:
+    from bottleneck_oracle.agent.conversation import Conversation
+
+    with Conversation(untraced_settings, trace="trace_compare_base") as c:
+        yield c
+
+
+def test_a_gpu_waiting_for_what_the_trace_does_not_show_is_said_not_blamed(untraced_conversation: Any) -> None:
+    a, data = _ask(untraced_conversation, "Is the job host-bound or GPU-bound?", "job_bound")
+    assert data["job_bound"]["bound"] == "untraced" and a.verdict.startswith("The trace cannot say what bounds the job")
+    assert "host-bound" not in a.answer  # the GPU waited; the host did not hold it
+    a, data = _ask(untraced_conversation, "Where does the time go in step 1010?", "step_time")
+    wait = data["explain_step"]["untraced_wait"]
+    assert f"Of the idle time, {wait['ms']} ms ({wait['pct']}% of the step) is GPU work that waited" in a.answer
+    a = untraced_conversation.ask("Why is step 1010 slow?")
+    data = {r["name"]: r["data"] for r in a.extra["results"]}
+    assert ungrounded(a.answer, [json.dumps(d) for d in data.values()]) == []
+    assert a.verdict.startswith(f"Step 1010 takes {data['explain_step']['wall_ms']} ms on rank 1, and {wait['ms']} ms")
+    assert "I cannot say from this trace what it waited for" in a.verdict and "Profile a window" in a.answer

@@ -37,6 +37,7 @@ def test_analyze_json_has_the_documented_shape(dlrm_json: dict) -> None:
         assert {"step", "rank", "wall_ms", "critical_path_ms", "critical_path_len", "breakdown_ms",
                 "top_contributors"} <= set(s) and "critical_path" not in s  # whole paths behind --full-paths
         assert sum(s["breakdown_ms"].values()) == pytest.approx(s["wall_ms"], abs=0.01)
+        assert 0 <= s["untraced_wait_ms"] <= s["breakdown_ms"]["idle"]
         assert (s["end_us"] - s["start_us"]) / 1000 == pytest.approx(s["wall_ms"], abs=0.002)
         assert s["gpu"]["total_ms"] == pytest.approx(s["wall_ms"], abs=0.002) and s["gpu"]["comm_ms"] > 0
         top = s["top_contributors"]
@@ -76,6 +77,18 @@ def test_analyze_json_ts_are_the_files_timestamps() -> None:
 def test_analyze_filters_by_step_and_rank() -> None:
     out = run_oracle("analyze", DLRM, "--json", "--rank", "3")
     assert [s["rank"] for s in json.loads(out.stdout)["steps"]] == [3]
+
+
+def test_a_gpu_waiting_for_what_the_trace_does_not_show_names_no_bottleneck() -> None:
+    trace = REAL / "hta" / "trace_compare_base"  # real: GPU work waits 100+ ms after its launch on an idle stream
+    data = json.loads(run_oracle("analyze", trace, "--json").stdout)
+    waits = {s["step"]: s["untraced_wait_ms"] for s in data["steps"]}
+    assert waits[1010] > 100 and data["findings"] == []
+    note = next(n["message"] for n in data["trace"]["health"] if n["code"] == "untraced_wait")
+    assert f"GPU work waited {waits[1010]:.3f} ms" in note
+    out = run_oracle("analyze", trace)
+    assert out.returncode == 0 and "No bottleneck found in what the trace shows" in out.stdout
+    assert "no category dominates" not in out.stdout  # idle does dominate: the GPU waited for the unseen
 
 
 def test_analyze_human_output_explains_the_slowest_step() -> None:

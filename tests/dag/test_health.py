@@ -93,3 +93,13 @@ def test_health_is_in_the_json_and_printed_after_the_summary(tmp_path: Path) -> 
     text = " ".join(done.stdout.split())  # rich wraps long lines
     summary = text.index("rank(s)")
     assert summary < text.index(" ".join(health[0]["message"].split())) < text.index("Steps")
+
+
+@pytest.mark.parametrize(("start", "noted"), [(60_000, True), (4, False)])
+def test_gpu_work_waiting_for_what_the_trace_does_not_show(tmp_path: Path, start: float, noted: bool) -> None:
+    events = [op("aten::mm", 0, 100), runtime("cudaLaunchKernel", 2, 1, corr=1), kernel("gemm", start, 3_000, corr=1)]
+    notes = _codes(tmp_path, events)
+    assert set(notes) == {HealthCode.NO_STEPS, *([HealthCode.UNTRACED_WAIT] if noted else [])}
+    if noted:  # launched at 2 µs, started at 60 ms, ended at 63 ms: the wait, its share, the work that waited
+        assert "on rank 0, GPU work waited 59.998 ms (95.2% of the trace)" in notes[HealthCode.UNTRACED_WAIT]
+        assert "'gemm' on stream 7, 59.998 ms" in notes[HealthCode.UNTRACED_WAIT]

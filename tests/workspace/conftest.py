@@ -8,9 +8,9 @@ import pytest
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.graphdb import GraphStore, open_store
 from bottleneck_oracle.workspace.loaded import LoadedTrace, loaded_trace
-from tests.agent.conftest import agent_home, agent_settings, gpu_settings
+from tests.agent.conftest import agent_home, agent_settings, gpu_settings, untraced_settings
 
-__all__ = ["agent_home", "agent_settings", "gpt", "gpu_settings", "store"]
+__all__ = ["agent_home", "agent_settings", "gpt", "gpu_settings", "store", "untraced_settings"]
 
 
 @pytest.fixture(scope="module")

@@ -53,3 +53,26 @@ def test_a_fix_over_the_whole_run_saves_only_where_its_finding_is(gpt: LoadedTra
     assert w["per_step"][0]["step"] == 5 and 3 in w["untouched_steps"]
     with pytest.raises(ConfigError):
         questions.whatif_run(gpt, "make it fast", agent_settings)
+
+
+def test_a_gpu_waiting_for_what_the_trace_does_not_show_bounds_nothing_it_can_name(untraced_settings: Settings) -> None:
+    with open_store(untraced_settings, start=True) as s:
+        t = loaded_trace(s, None, untraced_settings)
+        b = questions.job_bound(s, t)
+        rows = s.read("trace_steps", {"trace": t.trace_id})
+        e = steps.explain_step(s, t, 1010)
+        listed = steps.list_steps(s, t)
+    waited = sum(r["untraced_wait_ms"] for r in rows)
+    assert b["bound"] == "untraced" and b["breakdown_ms"]["untraced_wait"] == pytest.approx(waited, abs=0.002)
+    # the wait left the host's idle time: what remains idle is the path's idle minus the wait
+    assert b["breakdown_ms"].get("idle", 0.0) == pytest.approx(sum(r["idle_ms"] for r in rows) - waited, abs=0.002)
+    assert b["shares_pct"]["untraced"] > 99 and sum(b["shares_pct"].values()) == pytest.approx(100, abs=0.5)
+    assert e["untraced_wait"]["ms"] == next(r["untraced_wait_ms"] for r in rows if r["step"] == 1010)
+    assert e["untraced_wait"]["pct"] == pytest.approx(100 * e["untraced_wait"]["ms"] / e["wall_ms"], abs=0.05)
+    assert {(u["step"], u["rank"]) for u in listed["untraced_steps"]} <= {(r["step"], r["rank"]) for r in rows}
+    assert (1010, 1) in {(u["step"], u["rank"]) for u in listed["untraced_steps"]}
+
+
+def test_a_job_without_untraced_waits_keeps_its_bound(store: GraphStore, gpt: LoadedTrace) -> None:
+    b = questions.job_bound(store, gpt)
+    assert b["shares_pct"]["untraced"] == 0.0 and steps.list_steps(store, gpt)["untraced_steps"] == []
