@@ -19,7 +19,7 @@ from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.types import CATEGORIES, Bottleneck, Category
 
 __all__ = ["ANOMALY_SHARE", "CAT_INDEX", "MAJOR", "MINOR", "MIN_NS", "UNTRACED_SHARE", "Finding", "ms", "own_ns",
-           "top_ops", "untraced_matters", "untraced_wait"]
+           "top_ops", "untraced_matters", "untraced_wait", "untraced_wait_ns"]
 
 MIN_NS = 1_000_000  # nothing under 1 ms is worth a finding
 ANOMALY_SHARE = 0.10  # of the median step: how much extra time makes an anomaly (in a slow step)
@@ -79,6 +79,11 @@ def untraced_wait(g: ExecGraph, r: StepReport) -> np.ndarray:
     node = np.maximum(r.path_node, 0)
     on_gpu = (r.path_node >= 0) & g.trace.lanes.is_gpu[g.lane[node]]
     return on_gpu & (r.path_category == CAT_INDEX[Category.IDLE]) & (r.path_rank == r.rank)
+
+
+def untraced_wait_ns(g: ExecGraph, r: StepReport) -> int:
+    """How long ``r``'s GPU work waited for what the trace does not show (``untraced_wait``)."""
+    return int(r.path_dur_ns[untraced_wait(g, r)].sum())
 
 
 def untraced_matters(wait_ns: float, wall_ns: float) -> bool:

@@ -13,7 +13,7 @@ import numpy as np
 
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.critical_path import StepReport
-from bottleneck_oracle.dag.finding import Finding, untraced_wait
+from bottleneck_oracle.dag.finding import Finding, untraced_wait_ns
 from bottleneck_oracle.dag.health import trace_health
 from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
 from bottleneck_oracle.dag.slow_steps import compare_steps
@@ -145,7 +145,7 @@ def _step(a: Analysis, r: StepReport, slow: set[tuple[int, int]], median_ns: dic
         critical_path_ms=round(int(r.path_dur_ns.sum()) / 1e6, 3), critical_path_len=len(r.path_node),
         slow=(r.step, r.rank) in slow, partial=(r.step, r.rank) in a.partial_steps,
         breakdown_ms={c.value: round(v / 1e6, 3) for c, v in r.breakdown_ns.items()},
-        untraced_wait_ms=round(int(r.path_dur_ns[untraced_wait(a.graph, r)].sum()) / 1e6, 3),
+        untraced_wait_ms=round(untraced_wait_ns(a.graph, r) / 1e6, 3),
         gpu=None if row is None else a.gpu.record(row), top_contributors=_top(a, r, top),
     )
     if full_paths:

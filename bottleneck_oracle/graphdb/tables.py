@@ -19,7 +19,7 @@ import numpy as np
 
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.critical_path import StepReport
-from bottleneck_oracle.dag.finding import untraced_wait
+from bottleneck_oracle.dag.finding import untraced_wait_ns
 from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
 from bottleneck_oracle.dag.types import CATEGORIES, EdgeType
 from bottleneck_oracle.errors import GraphError
@@ -248,7 +248,7 @@ def _steps(a: Analysis, trace_id: str) -> Table:
         cols["excess_ms"].append(round(s.excess_ns / 1e6, 3) if s else None)
         for c in CATEGORIES:
             cols[f"{c.value}_ms"].append(round(r.breakdown_ns[c] / 1e6, 3))
-        cols["untraced_wait_ms"].append(round(int(r.path_dur_ns[untraced_wait(a.graph, r)].sum()) / 1e6, 3))
+        cols["untraced_wait_ms"].append(round(untraced_wait_ns(a.graph, r) / 1e6, 3))
         cols["path_segments"].append(len(r.path_node))
         cols["top_ops"].append(top)
         cols["top_ops_us"].append(top_us)

@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.graphdb import load_analysis, open_store, server_status, start_server, stop_server
+from bottleneck_oracle.graphdb import load_analysis, loader, open_store, server_status, start_server, stop_server
 from bottleneck_oracle.graphdb.server import HOST
 from bottleneck_oracle.graphdb.parts import PART_OPS
 from bottleneck_oracle.graphdb.tables import graph_tables
@@ -110,8 +110,10 @@ def home(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-d
     stop_server(path)
 
 
-def test_a_load_whose_server_restarts_mid_part_waits_and_resumes(tmp_path: Path,
-                                                                 analyses: dict[str, LoadedTrace]) -> None:
+def test_a_load_whose_server_restarts_mid_part_waits_and_resumes(tmp_path: Path, analyses: dict[str, LoadedTrace],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # up to 15.5 s for the server to come back: a restart on two loaded cores can outlast the 3.5 s users get
+    monkeypatch.setattr(loader, "RETRY_WAIT_S", (0.5, 1.0, 2.0, 4.0, 8.0))
     t = analyses["gpt_2rank"]
     settings = Settings(home=tmp_path, workers=1, graph_name="restart")
     info = start_server(tmp_path)
