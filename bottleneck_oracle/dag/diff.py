@@ -21,17 +21,19 @@ import numpy as np
 
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.critical_path import StepReport
+from bottleneck_oracle.dag.finding import untraced_wait_ns
 from bottleneck_oracle.dag.gpu_timeline import FIELDS
 from bottleneck_oracle.dag.names import collective_type
 from bottleneck_oracle.dag.op_classes import OP_CLASSES, classify_strings
 from bottleneck_oracle.dag.slow_steps import SLOW_MADS, SLOW_RATIO
-from bottleneck_oracle.dag.types import CATEGORIES, NodeKind
+from bottleneck_oracle.dag.types import CATEGORIES, Category, NodeKind
 
 __all__ = ["BOOTSTRAP", "UNCHANGED_PCT", "RunDiff", "diff_runs", "normalized_name", "steady_steps"]
 
 BOOTSTRAP = 2000  # resamples of each run's steady steps
 UNCHANGED_PCT = 1.0  # a change of the median step below this share of BASE's is no change
 _TOP = 10
+UNTRACED = "untraced_wait"  # the attribution row of GPU work waiting for what the trace does not show
 _GPU_NODES = (NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET, NodeKind.COMM)
 _DTYPE_BYTES = {"Float": 4, "float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1,
                 "Char": 1, "Bool": 1, "Short": 2, "Float8_e4m3fn": 1, "Float8_e5m2": 1}
@@ -163,8 +165,15 @@ def _deltas(base: dict[str, float], new: dict[str, float], key: str, min_ms: flo
 
 
 def _breakdown(a: Analysis, s: Steady) -> dict[str, float]:
-    rows = [{c.value: v / 1e6 for c, v in r.breakdown_ns.items()} for r in _reports(a, s)]
-    return _median_of(rows, [c.value for c in CATEGORIES])
+    """Median attribution of the steady steps; the GPU's wait for work the trace does not hold is its own
+    row (``untraced_wait``), out of ``idle``, so that the rows still sum to the wall."""
+    rows = []
+    for r in _reports(a, s):
+        row = {c.value: v / 1e6 for c, v in r.breakdown_ns.items()}
+        row[UNTRACED] = untraced_wait_ns(a.graph, r) / 1e6
+        row[Category.IDLE.value] -= row[UNTRACED]
+        rows.append(row)
+    return _median_of(rows, [c.value for c in CATEGORIES] + [UNTRACED])
 
 
 def _gpu(a: Analysis, s: Steady) -> dict[str, float]:
