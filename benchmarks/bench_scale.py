@@ -4,7 +4,8 @@ Synthetic jobs (7b, tp 4 x pp 2, data parallel 8, 32 and 128: 64, 256 and 1,024 
 are written by the simulator, then each is read and analysed by ``_scale_worker.py`` in a fresh
 process per executor: wall time, the driver's peak RSS and each task's peak RSS where it ran,
 against the number of ranks, and a digest of the analysis that must be the same for all three.
-Usage: ``python benchmarks/bench_scale.py [--ranks 64,256,1024] [--out DIR]``.
+Usage: ``python benchmarks/bench_scale.py [--ranks 64,256,1024] [--local-only] [--out DIR]``; ``--ranks 4096
+--local-only`` is the largest job this 24 GB machine takes (Ray's driver holds more than the local one's).
 """
 
 from __future__ import annotations
@@ -48,13 +49,15 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ranks", default="64,256,1024")
     parser.add_argument("--out", type=Path, default=Path("/tmp/oracle-bench-scale"))
+    parser.add_argument("--local-only", action="store_true", help="only the local executor")
     args = parser.parse_args(argv)
+    executors = RUNS[:1] if args.local_only else RUNS
     rows = []
     for ranks in map(int, args.ranks.split(",")):
         folder = make_job(args.out, ranks)
         files = [f for f in folder.iterdir() if f.name.endswith(".json.gz")]
         raw_gz = sum(f.stat().st_size for f in files)
-        runs = [measure(folder, kind, workers) for kind, workers in RUNS]
+        runs = [measure(folder, kind, workers) for kind, workers in executors]
         assert len({r["digest"] for r in runs}) == 1, f"{ranks} ranks: the executors disagree"
         for r in runs:
             rows.append({**r, "raw_gz_mb": raw_gz / MB})

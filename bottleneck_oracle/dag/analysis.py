@@ -8,6 +8,7 @@ import numpy as np
 
 from bottleneck_oracle.dag.build import build_graph
 from bottleneck_oracle.dag.cause import with_causes
+from bottleneck_oracle.dag.clocks import ClockEstimate, clock_offsets
 from bottleneck_oracle.dag.critical_path import StepReport, check_replay, find_critical_paths, node_slack
 from bottleneck_oracle.dag.findings import Finding, find_bottlenecks
 from bottleneck_oracle.dag.gpu_timeline import GpuTimeline, step_gpu_timeline, trace_gpu_timeline
@@ -34,6 +35,8 @@ class Analysis:
         gpu (GpuTimeline): what the GPU did in each step, one row per row of ``graph.steps``.
         gpu_trace (GpuTimeline): what the GPU did over the trace, one row per rank with GPU work.
         steps_from (str | None): the regex whose user annotations are the steps (None: ProfilerStep).
+        clocks (ClockEstimate | None): what the collectives said about each rank's clock (``dag/clocks.py``);
+            the ranks it moved carry their offset in ``RankInfo.clock_offset_ns``. None: not estimated.
     """
 
     graph: ExecGraph
@@ -46,6 +49,7 @@ class Analysis:
     gpu: GpuTimeline
     gpu_trace: GpuTimeline
     steps_from: str | None = None
+    clocks: ClockEstimate | None = None
 
     def cause(self, step: int) -> Finding | None:
         """The cause of ``step`` (``dag/cause.py``): the finding of what delayed it, on the rank that
@@ -53,14 +57,20 @@ class Analysis:
         return next((f for f in self.findings if f.cause and f.step == step), None)
 
 
-def analyze(trace: Trace, steps_from: str | None = None) -> Analysis:
+def analyze(trace: Trace, steps_from: str | None = None, align_clocks: bool = True) -> Analysis:
     """Builds the graph of ``trace`` and finds every step's critical path, slow steps and bottlenecks.
 
     Args:
         steps_from (str | None): regex; the user annotations it matches are the steps
             instead of ``ProfilerStep#N`` (see ``build_graph``).
+        align_clocks (bool): put ranks whose host clock read ahead on one clock first (``dag/clocks.py``).
     """
     graph = build_graph(trace, steps_from=steps_from)
+    clocks = clock_offsets(graph) if align_clocks else None
+    if clocks is not None and clocks.any():  # the graph again, with the collectives' members in step
+        del graph  # before the new one is built: a large job has room for one
+        trace = trace.with_clocks_moved(clocks.offset_ns)
+        graph = build_graph(trace, steps_from=steps_from)
     points = build_point_graph(graph)
     dist, pred = check_replay(points)
     reports = find_critical_paths(graph, points, pred)
@@ -77,4 +87,5 @@ def analyze(trace: Trace, steps_from: str | None = None) -> Analysis:
         graph=graph, points=points, steps=tuple(reports), slow_steps=tuple(slow),
         partial_steps=frozenset(partial), findings=tuple(with_causes(graph, complete, findings, explain)),
         slack_ns=node_slack(graph, points, dist), gpu=gpu, gpu_trace=trace_gpu_timeline(trace), steps_from=steps_from,
+        clocks=clocks,
     )

@@ -13,6 +13,7 @@ from enum import StrEnum
 import numpy as np
 
 from bottleneck_oracle.dag.analysis import Analysis
+from bottleneck_oracle.dag.clocks import moved_clocks
 from bottleneck_oracle.dag.finding import untraced_matters, untraced_wait
 from bottleneck_oracle.traces import UNREAD_CATEGORY, EventKind
 
@@ -33,6 +34,7 @@ class HealthCode(StrEnum):
     PARTIAL_STEP = "partial_step"  # a last step cut short by the profiler: left out of comparisons
     SKIPPED_EVENTS = "skipped_events"  # malformed events left out
     UNTRACED_WAIT = "untraced_wait"  # GPU work waited for something the trace does not show
+    CLOCK_SKEW = "clock_skew"  # ranks recorded on host clocks that disagree: their times were moved onto one
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +108,15 @@ def _untraced_note(a: Analysis) -> HealthNote | None:
         f"what it waited for"))
 
 
+def _clock_note(a: Analysis) -> HealthNote | None:
+    if a.clocks is None or not a.clocks.any():
+        return None
+    return HealthNote(HealthCode.CLOCK_SKEW, (
+        f"host clocks disagree: {'; '.join(moved_clocks(a.clocks))}. Their times were moved onto that clock "
+        "before the analysis, since the members of a collective end together; file times (ts_us) are still "
+        "the files' own"))
+
+
 def trace_health(a: Analysis) -> list[HealthNote]:
     """The limits of the trace behind ``a``, most fundamental first; empty for a trace that has it all.
 
@@ -128,6 +139,7 @@ def trace_health(a: Analysis) -> list[HealthNote]:
         notes.append(HealthNote(HealthCode.PYTHON_STACKS, f"Python stacks present ({frames:,} frames, with_stack): "
                                 "they are nesting only, never work of their own on the critical path"))
     notes.append(_world_note(a))
+    notes.append(_clock_note(a))
     if a.partial_steps:
         cut = ", ".join(f"step {s} on rank {r}" for s, r in sorted(a.partial_steps))
         notes.append(HealthNote(HealthCode.PARTIAL_STEP, f"partial last step ({cut}): under half its rank's median "

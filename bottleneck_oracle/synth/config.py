@@ -69,6 +69,8 @@ class SynthConfig:
         distributed_optimizer: reduce-scatter gradients and all-gather parameters over
             the data-parallel group (ZeRO-1) instead of all-reducing gradients.
         bucket_mb: DDP gradient bucket size.
+        clock_skew_ms: the clock of node k (ranks 8k to 8k+7) reads k times this ahead of node 0's:
+            hosts whose clocks NTP keeps only roughly in step, as in a job across machines.
     """
 
     model: str | ModelSpec = "tiny"
@@ -88,6 +90,7 @@ class SynthConfig:
     efficiency: float | None = None
     distributed_optimizer: bool = False
     bucket_mb: float = 25.0
+    clock_skew_ms: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "injections", tuple(
@@ -114,6 +117,8 @@ class SynthConfig:
             raise ConfigError("synth config: need first_step >= 0, interference >= 0 and 0 <= noise <= 0.5")
         if (self.micro_batch is not None and self.micro_batch < 1) or self.bucket_mb <= 0:
             raise ConfigError("synth config: micro_batch must be >= 1 and bucket_mb > 0")
+        if not abs(self.clock_skew_ms) <= 1000:
+            raise ConfigError(f"synth config: clock_skew_ms must be within ±1000, got {self.clock_skew_ms}")
         if self.efficiency is not None and not 0 < self.efficiency <= 1:
             raise ConfigError(f"synth config: efficiency must be in (0, 1], got {self.efficiency}")
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
-from bottleneck_oracle.synth.hardware import Hardware
+from bottleneck_oracle.synth.hardware import GPUS_PER_NODE, Hardware
 from bottleneck_oracle.synth.kineto_meta import (
     ORIGIN_NS,
     comm_args,
@@ -57,12 +57,13 @@ def rank_data(tl: Timeline, rank: int) -> RankData:
     """Slices one rank out of a timeline (small enough to send to a worker process)."""
     p, job = tl.program, tl.job
     rows = np.flatnonzero((p.rank == rank) & (p.kind != Kind.ARRIVAL) & (p.kind != Kind.COLL))
+    clock = round(rank // GPUS_PER_NODE * job.config.clock_skew_ms * 1e6)  # what this host's clock reads ahead
     node = {"id": rows, "lane": p.lane[rows], "kind": p.kind[rows], "ref": p.ref[rows], "mult": p.mult[rows],
             "launcher": p.launcher[rows], "info": p.info[rows], "link": p.link[rows],
-            "start": tl.start_ns[rows], "end": tl.end_ns[rows], "base": p.dur_ns[rows]}
+            "start": tl.start_ns[rows] + clock, "end": tl.end_ns[rows] + clock, "base": p.dur_ns[rows]}
     comm_refs = set(p.info[rows][p.info[rows] >= 0].tolist()) | set(p.ref[rows][node["kind"] == Kind.COMM].tolist())
     copy_refs = set(p.ref[rows][node["kind"] == Kind.COPY].tolist())
-    notes = tuple((lane, p.names[name], int(tl.start_ns[a]), int(tl.end_ns[b]))
+    notes = tuple((lane, p.names[name], int(tl.start_ns[a]) + clock, int(tl.end_ns[b]) + clock)
                   for r, lane, name, a, b in p.annotations if r == rank)
     return RankData(
         rank=rank, world=job.config.ranks, hw=job.hw, node=node, annotations=notes,

@@ -7,7 +7,7 @@ names, collective names, process groups) are interned in ``Trace.strings``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -137,6 +137,8 @@ class RankInfo:
         zero_duration (int): complete events of zero duration.
         skipped_events (Mapping[str, int]): events of this file left out, by reason
             (``negative dur``, ``bad External id``...; see ``traces/_validate.py``).
+        clock_offset_ns (int): how far its host's clock read ahead of the job's, taken off its times
+            (``Trace.with_clocks_moved``); 0 as recorded.
     """
 
     rank: int
@@ -152,6 +154,7 @@ class RankInfo:
     events: int
     zero_duration: int
     skipped_events: Mapping[str, int] = field(default_factory=dict)
+    clock_offset_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,3 +190,19 @@ class Trace:
             if info.rank == rank:
                 return info
         raise KeyError(f"no rank {rank} in this trace")
+
+    def with_clocks_moved(self, offset_ns: np.ndarray) -> Trace:
+        """This trace with each rank's times taken back by what its clock read ahead (``offset_ns``, int64
+        by rank; ``dag/clocks.py``), time 0 still at the earliest event. A file's own times stay
+        reachable: ``base_ns`` moves with the rank's times."""
+        ev, fl = self.events, self.flows
+        start = ev.start_ns - offset_ns[ev.rank]
+        flow_ts = fl.ts_ns - offset_ns[fl.rank]
+        windows = [i.window_start_ns - int(offset_ns[i.rank]) for i in self.ranks]
+        lead = -min([0, *windows, *([int(start.min())] if len(start) else [])])  # nothing before time 0
+        ranks = tuple(replace(
+            i, base_ns=i.base_ns - int(offset_ns[i.rank]), clock_offset_ns=i.clock_offset_ns + int(offset_ns[i.rank]),
+            window_start_ns=i.window_start_ns - int(offset_ns[i.rank]) + lead,
+            window_end_ns=i.window_end_ns - int(offset_ns[i.rank]) + lead) for i in self.ranks)
+        return replace(self, events=replace(ev, start_ns=start + lead), flows=replace(fl, ts_ns=flow_ts + lead),
+                       ranks=ranks, origin_ns=self.origin_ns - lead)

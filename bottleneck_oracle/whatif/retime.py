@@ -42,4 +42,4 @@ def edited_analysis(a: Analysis, step: int, edits: Sequence[Edit]) -> Analysis:
     """
     compiled = compile_edits(a, list(edits), step)
     trace = retimed(a, weights_with(a, compiled.speedup, compiled.edge_scale, compiled.cut))
-    return analyze(trace, steps_from=a.steps_from)
+    return analyze(trace, steps_from=a.steps_from, align_clocks=False)  # its clocks are the original's, aligned

@@ -1,0 +1,154 @@
+"""Hosts whose clocks disagree: each rank's clock offset, read from the collectives it shares.
+
+A job across machines writes each rank's times on its host's clock, which NTP keeps only roughly in
+step with the others (often 0.1 to a few ms apart). Every member of a blocking all-reduce, all-gather,
+reduce-scatter or barrier finishes when the data is complete everywhere, within a few µs of the
+others (NCCL kernel ends on one host: ±2 µs; gloo ops: about ±100 µs). So the median, over the
+collectives two ranks share, of the difference of their end times is the difference of their clocks.
+Ranks are put on the clock of the lowest rank they are joined to through shared collectives; an
+offset is applied only when it stands well above the noise of its own evidence, so ranks on one host
+keep their times to the nanosecond. Without the alignment the skewed collectives look unreliable
+(members leaving before the last one arrived) or, when the skew is smaller than the collective, the
+rank whose clock runs ahead looks late.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from bottleneck_oracle.dag.graph import ExecGraph
+
+__all__ = ["SKEW_MIN_NS", "ClockEstimate", "clock_offsets", "moved_clocks"]
+
+SKEW_MIN_NS = 50_000  # a clock difference below this is left alone: within what one host's ranks show
+SKEW_NOISE = 5  # ...and it must stand this many times above the spread of the ends it was read from
+MIN_SHARED = 3  # collectives two ranks must share for their difference to count
+_SYMMETRIC = ("allreduce", "allgather", "reducescatter", "barrier")  # every member ends with the data
+
+
+@dataclass(frozen=True, slots=True)
+class ClockEstimate:
+    """What the collectives say about each rank's clock.
+
+    Args:
+        offset_ns: int64[R] by rank, what its clock reads ahead of its reference rank's (0: left alone).
+        reference: int64[R] by rank, the rank whose clock it is put on (itself when it shares none).
+        evidence: int64[R] by rank, the collectives its offset was read from.
+        spread_ns: int64[R] by rank, the median absolute deviation of its ends from the others' once
+            aligned: what the offset stands above.
+    """
+
+    offset_ns: np.ndarray
+    reference: np.ndarray
+    evidence: np.ndarray
+    spread_ns: np.ndarray
+
+    def any(self) -> bool:
+        """Whether some rank's clock must be moved."""
+        return bool(np.any(self.offset_ns != 0))
+
+
+def _members(g: ExecGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(instance, rank, end) of every member of a symmetric collective of two ranks or more, in
+    (instance, rank) order."""
+    m = np.flatnonzero(g.collective >= 0)
+    kinds = g.collectives.kind
+    symmetric = np.array([k.startswith(_SYMMETRIC) for k in kinds], dtype=bool)
+    m = m[symmetric[g.collective[m]]] if len(kinds) else m[:0]
+    m = m[np.lexsort((g.rank[m], g.collective[m]))]
+    return g.collective[m].astype(np.int64), g.rank[m].astype(np.int64), g.end_ns[m]
+
+
+def _group_medians(key: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(each distinct key, the median of its values, how many), the median of an even count rounded down."""
+    order = np.lexsort((value, key))
+    key, value = key[order], value[order]
+    first = np.flatnonzero(np.append(True, key[1:] != key[:-1])) if len(key) else np.zeros(0, np.int64)
+    count = np.diff(np.append(first, len(key)))
+    return key[first], (value[first + (count - 1) // 2] + value[first + count // 2]) // 2, count
+
+
+def _pair_differences(inst: np.ndarray, rank: np.ndarray, end: np.ndarray,
+                      n_ranks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per (lowest rank of an instance, another member's rank) sharing ``MIN_SHARED`` collectives or more:
+    ``(a, b, median of b's end minus a's, collectives)``."""
+    first = np.flatnonzero(np.append(True, inst[1:] != inst[:-1]))
+    head = np.repeat(first, np.diff(np.append(first, len(inst))))
+    other = np.flatnonzero(rank[head] != rank)
+    key, diff, count = _group_medians(rank[head[other]] * n_ranks + rank[other], end[other] - end[head[other]])
+    keep = count >= MIN_SHARED
+    return key[keep] // n_ranks, key[keep] % n_ranks, diff[keep], count[keep]
+
+
+def _spread(inst: np.ndarray, rank: np.ndarray, end: np.ndarray, offset: np.ndarray,
+            n_ranks: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per rank: how many collectives it shares, and the median absolute deviation of its aligned ends
+    from the median of its collective's."""
+    adj = end - offset[rank]
+    keys, mid, _ = _group_medians(inst, adj)
+    dev = np.abs(adj - mid[np.searchsorted(keys, inst)])
+    ranks, spread, evidence = _group_medians(rank, dev)
+    out_spread, out_evidence = np.zeros(n_ranks, dtype=np.int64), np.zeros(n_ranks, dtype=np.int64)
+    out_spread[ranks], out_evidence[ranks] = spread, evidence
+    return out_evidence, out_spread
+
+
+def clock_offsets(g: ExecGraph) -> ClockEstimate:
+    """How far each rank's clock reads ahead of the lowest rank it shares collectives with (directly or
+    through others), where that stands above the noise; 0 elsewhere."""
+    n_ranks = int(g.rank.max()) + 1 if len(g) else 0
+    inst, rank, end = _members(g)
+    if not len(inst):
+        none = np.zeros(n_ranks, dtype=np.int64)
+        return ClockEstimate(none, np.arange(n_ranks, dtype=np.int64), none, none)
+    edges: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for a, b, d, _ in zip(*(x.tolist() for x in _pair_differences(inst, rank, end, n_ranks))):
+        edges[a].append((b, d))
+        edges[b].append((a, -d))
+    offset = np.zeros(n_ranks, dtype=np.int64)
+    reference = np.arange(n_ranks, dtype=np.int64)
+    seen = np.zeros(n_ranks, dtype=bool)
+    for root in range(n_ranks):  # breadth first from the lowest rank of each group of joined ranks
+        if seen[root] or root not in edges:
+            continue
+        seen[root] = True
+        queue = deque([root])
+        while queue:
+            a = queue.popleft()
+            for b, d in edges[a]:
+                if not seen[b]:
+                    seen[b] = True
+                    offset[b], reference[b] = offset[a] + d, root
+                    queue.append(b)
+    evidence, spread = _spread(inst, rank, end, offset, n_ranks)
+    keep = (np.abs(offset) >= SKEW_MIN_NS) & (np.abs(offset) >= SKEW_NOISE * spread)
+    return ClockEstimate(np.where(keep, offset, 0), reference, evidence, spread)
+
+
+def _ranges(ranks: list[int]) -> str:
+    """``[8, 9, 10, 12]`` → ``8-10, 12``."""
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs)
+
+
+def moved_clocks(c: ClockEstimate) -> list[str]:
+    """One phrase per group of ranks whose clock was moved by the same offset onto the same rank's."""
+    groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for r in np.flatnonzero(c.offset_ns).tolist():
+        groups[(int(c.reference[r]), round(int(c.offset_ns[r]) / 1000))].append(r)
+    out = []
+    for (ref, us), ranks in sorted(groups.items(), key=lambda kv: kv[1][0]):
+        spread = max(int(c.spread_ns[r]) for r in ranks) / 1e6
+        shared = min(int(c.evidence[r]) for r in ranks)
+        out.append(f"rank{'s' if len(ranks) > 1 else ''} {_ranges(ranks)} read {abs(us) / 1000:.3f} ms "
+                   f"{'ahead of' if us > 0 else 'behind'} rank {ref}'s clock (from {shared}+ shared collectives "
+                   f"each, their ends within {spread:.3f} ms once aligned)")
+    return out
