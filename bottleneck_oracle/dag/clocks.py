@@ -139,16 +139,24 @@ def _ranges(ranks: list[int]) -> str:
     return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs)
 
 
-def moved_clocks(c: ClockEstimate) -> list[str]:
-    """One phrase per group of ranks whose clock was moved by the same offset onto the same rank's."""
-    groups: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for r in np.flatnonzero(c.offset_ns).tolist():
-        groups[(int(c.reference[r]), round(int(c.offset_ns[r]) / 1000))].append(r)
-    out = []
-    for (ref, us), ranks in sorted(groups.items(), key=lambda kv: kv[1][0]):
-        spread = max(int(c.spread_ns[r]) for r in ranks) / 1e6
-        shared = min(int(c.evidence[r]) for r in ranks)
-        out.append(f"rank{'s' if len(ranks) > 1 else ''} {_ranges(ranks)} read {abs(us) / 1000:.3f} ms "
-                   f"{'ahead of' if us > 0 else 'behind'} rank {ref}'s clock (from {shared}+ shared collectives "
-                   f"each, their ends within {spread:.3f} ms once aligned)")
+def moved_clocks(c: ClockEstimate) -> str:
+    """What was moved, per reference rank: ``against rank 0's clock, ranks 8-15 read 3.000 ms ahead
+    (...)``, and the groups of ranks whose clock against the first could not be read."""
+    groups: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    moved = np.flatnonzero(c.offset_ns).tolist()
+    for r in moved:
+        groups[int(c.reference[r])][round(int(c.offset_ns[r]) / 1000)].append(r)
+    parts = []
+    for ref, by_us in sorted(groups.items()):
+        each = [f"rank{'s' if len(ranks) > 1 else ''} {_ranges(ranks)} read {abs(us) / 1000:.3f} ms "
+                f"{'ahead' if us > 0 else 'behind'}" for us, ranks in sorted(by_us.items(), key=lambda kv: kv[1][0])]
+        parts.append(f"against rank {ref}'s clock, {', '.join(each)}")
+    shared = min((int(c.evidence[r]) for r in moved), default=0)
+    spread = max((int(c.spread_ns[r]) for r in moved), default=0) / 1e6
+    out = f"{'; '.join(parts)} (each from {shared}+ shared collectives, their ends within {spread:.3f} ms once aligned)"
+    roots = sorted(set(c.reference[c.evidence > 0].tolist()))
+    for root in roots[1:] if moved else []:  # pipeline stages joined by transfers only, say
+        apart = np.flatnonzero((c.reference == root) & (c.evidence > 0)).tolist()
+        out += (f"; ranks {_ranges(apart)} share no all-reduce, all-gather or reduce-scatter with rank {roots[0]}'s:"
+                " their clock against it could not be read and is left as recorded")
     return out

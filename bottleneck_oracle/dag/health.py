@@ -112,9 +112,8 @@ def _clock_note(a: Analysis) -> HealthNote | None:
     if a.clocks is None or not a.clocks.any():
         return None
     return HealthNote(HealthCode.CLOCK_SKEW, (
-        f"host clocks disagree: {'; '.join(moved_clocks(a.clocks))}. Their times were moved onto that clock "
-        "before the analysis, since the members of a collective end together; file times (ts_us) are still "
-        "the files' own"))
+        f"host clocks disagree: {moved_clocks(a.clocks)}. The ranks were moved onto the clock named before the "
+        "analysis, since the members of a collective end together; file times (ts_us) are still the files' own"))
 
 
 def trace_health(a: Analysis) -> list[HealthNote]:

@@ -64,7 +64,7 @@ def test_once_aligned_the_analysis_is_the_one_on_one_clock(skew_ms: float) -> No
     shift = round(skew_ms * 1e6)
     assert [i.clock_offset_ns for i in skewed.graph.trace.ranks] == [0] * 8 + [shift] * 8
     (note,) = [n for n in trace_health(skewed) if n.code == HealthCode.CLOCK_SKEW]
-    assert f"ranks 8-15 read {abs(skew_ms):.3f} ms {'ahead of' if skew_ms > 0 else 'behind'} rank 0's clock" \
+    assert f"against rank 0's clock, ranks 8-15 read {abs(skew_ms):.3f} ms {'ahead' if skew_ms > 0 else 'behind'}" \
         in note.message
     assert not [n for n in trace_health(one_clock) if n.code == HealthCode.CLOCK_SKEW]
     # file times: rank 8's steps start skew_ms later in its file than on the job's clock
@@ -81,6 +81,21 @@ def test_left_skewed_the_collectives_across_nodes_look_broken() -> None:
     skewed = analyze(read_trace(_job(3.0)), align_clocks=False)
     assert skewed.graph.collectives.reliable.sum() < one_clock.graph.collectives.reliable.sum()
     assert _report(skewed) != _report(one_clock)
+
+
+def test_pipeline_stages_joined_only_by_transfers_are_aligned_apart_and_the_note_says_so() -> None:
+    """64 ranks, 8 nodes, node k's clock k ms ahead; the two pipeline stages (nodes 0-3, 4-7) share no
+    all-reduce: each stage is put on its own first rank's clock, and the note names the stage left apart."""
+    out = Path(tempfile.mkdtemp(prefix="oracle-clocks-pp-"))
+    synthesize(out, SynthConfig(model="7b", dp=8, tp=4, pp=2, microbatches=2, steps=2, clock_skew_ms=1.0), workers=2)
+    a = analyze(read_trace(out))
+    assert a.clocks is not None
+    node_ms = [(r // 8) % 4 for r in range(64)]  # within each stage, against its first node
+    assert (a.clocks.offset_ns // 1_000_000).tolist() == node_ms
+    assert a.clocks.reference.tolist() == [0] * 32 + [32] * 32
+    (note,) = [n.message for n in trace_health(a) if n.code == HealthCode.CLOCK_SKEW]
+    assert "against rank 32's clock, ranks 40-47 read 1.000 ms ahead" in note
+    assert "ranks 32-63 share no all-reduce, all-gather or reduce-scatter with rank 0's" in note
 
 
 def test_a_skew_below_what_one_host_shows_is_left_alone() -> None:
