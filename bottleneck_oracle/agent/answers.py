@@ -121,6 +121,10 @@ def _whatif(w: dict[str, Any], trace: str | None) -> Reply:
     changed = [f"'{x['op']}' {signed(x['delta_ms'])}" for x in (w.get("moved") or {}).get("changed", [])[:3]]
     if changed:
         evidence.append(Evidence(template("whatif_moved", moved="; ".join(changed)), "whatif"))
+    if w["gain_ms"] < 0:  # a slow-down asked about (a slower network): its cost, no action to take
+        return Reply(template("whatif_slower", edit=edit, step=w["step"], best_ms=w["best_ms"],
+                              baseline_ms=w["baseline_ms"], cost_ms=round(-w["gain_ms"], 3)), evidence,
+                     confidence=confidence_of(w["predicted_ms"], w["chosen"]))
     return Reply(template("whatif", edit=edit, step=w["step"], best_ms=w["best_ms"], baseline_ms=w["baseline_ms"],
                           gain_ms=w["gain_ms"]), evidence,
                  action=template("whatif_action", edit=edit, gain_ms=w["gain_ms"], step=w["step"], chosen=w["chosen"]),

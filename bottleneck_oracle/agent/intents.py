@@ -82,6 +82,11 @@ _RANK = re.compile(r"\b(?:rank|gpu|worker|process|device)\s*#?\s*(\d+)", re.I)
 _FACTOR = re.compile(r"(\d+(?:\.\d+)?)\s*(?:x|×|times)\b", re.I)
 _WORD_FACTORS = {r"\btwice\b|\bdouble\b|\bhalf the time\b|\bhalved\b": 2.0, r"\bthree times\b|\btriple": 3.0,
                  r"\bfour times\b": 4.0, r"\bten times\b": 10.0}
+# a change asked the other way, a slow-down: "2x slower", "3 times longer", "twice as slow", "half as fast"
+_SLOWER_FACTOR = re.compile(r"(\d+(?:\.\d+)?)\s*(?:x|×|times)\s+(?:slower|longer|as slow|as long)\b", re.I)
+_SLOWER_WORDS = re.compile(r"\btwice as (?:slow|long)\b|\bhalf as fast\b|\bhalf the speed\b", re.I)
+_SLOWER = re.compile(r"\bslower\b|\bslow(?:s|ed)? down\b|\bdegraded\b", re.I)
+_FASTER = re.compile(r"\bfaster\b|\bquicker\b|\bspeed ?up\b|\bhalved\b|\bhalf the time\b", re.I)
 _REMOVE = re.compile(r"\b(removed?|eliminated?|gone|without|no time|took nothing|skipped?|dropped?)\b", re.I)
 _FIX = re.compile(r"\b(fix(ed)?|solved?|resolved?|cured?|went away|disappeared)\b", re.I)
 _DP = re.compile(r"(\d+)\s*(?:data[- ]?parallel|dp\b|replicas|ranks\b|gpus\b)", re.I)
@@ -146,6 +151,10 @@ def read_slots(question: str) -> Slots:
     if factor is None:
         factor = next((v for p, v in _WORD_FACTORS.items() if re.search(p, q, re.I)), None)
     target = next((sel for p, sel in TARGETS if re.search(p, q, re.I)), None)
+    if slower := _SLOWER_FACTOR.search(q):  # a slow-down is a speed-up below 1: "2x slower" is x0.5
+        factor = 1 / float(slower.group(1))
+    elif _SLOWER_WORDS.search(q) or (factor is None and target and _SLOWER.search(q) and not _FASTER.search(q)):
+        factor = 0.5  # "twice as slow", "what if the network were slower"
     words = q.replace("_", " ")  # "host_pause" names its category as "host pause" does
     category = next((c for p, c in CATEGORY_WORDS if re.search(p, words, re.I)), None)
     names = tuple(m.group(1) or m.group(2) or m.group(0) for m in _OP_NAME.finditer(q))

@@ -171,13 +171,18 @@ def predict_whatif(a: Analysis, step: int, edits: Sequence[Edit],
     after_reports = [replayed_report(a.points, r, t, pred) for r in _complete(a, step)]
     after_slowest = max(after_reports, key=lambda r: r.wall_ns)
     predicted = {"replay": round(after_slowest.wall_ns / 1e6, 3)}
-    models = predictor.predict(a, steps=(step,), speedup=compiled.speedup,
-                               weight=None if compiled.nodes_only else weight) if predictor is not None else []
+    # the graph model learned speed-ups and removals: a slow-down (a slower network) is out of what it saw
+    slower = bool((compiled.speedup < 1.0).any())
+    models = predictor.predict(a, steps=(step,), speedup=compiled.speedup, weight=None if compiled.nodes_only
+                               else weight) if predictor is not None and not slower else []
     for model in models:  # none for a step the model does not take (a trace without ProfilerStep)
         predicted["gnn_replay"] = round(predicted["replay"] + model.interference_ms, 3)
         if compiled.nodes_only:  # the model sees node edits; a gap or a transfer rescaled it cannot see
             predicted["gnn"] = round(model.step_ms, 3)
     chosen, why = _choose(edits, predicted, predictor if models else None)
+    if slower and predictor is not None:
+        why = ("a slow-down: the graph model learned speed-ups and removals only; replay of the edited DAG, which "
+               "reproduces the recorded step exactly, misses only interference the edit changes")
     predicted, assumptions = _at_least_gpu_busy(a, step, edits, predicted, compiled.assumptions)
     return WhatIfPrediction(step, baseline_ms(a, step), edits, predicted, chosen, why, assumptions,
                             before, _summary(a, after_slowest))

@@ -94,3 +94,16 @@ def test_what_to_change_first_is_the_plans_first_edit_with_its_remedy_and_check(
     assert reply.check.startswith("oracle whatif gpt_2rank --edit 'fix host_pause' --step 5;")
     assert "`scale op=allreduce x2` (exposed_communication) 1.5 ms (gnn)" in reply.evidence[-1].text
     assert ungrounded(reply.render(), [json.dumps(optimize)]) == []
+
+
+def test_a_slow_down_is_answered_as_its_cost_with_nothing_to_do() -> None:
+    """'2x slower' reads as x0.5 (it read as x2, the opposite question), and a what-if that makes the step
+    slower is a cost: no negative saving, no action recommending it."""
+    question = "what if the all-reduce were 2x slower?"
+    assert read_slots(question).factor == 0.5
+    slower = WHATIF | {"edits": ["scale op=allreduce x0.5"], "predicted_ms": {"replay": 80.268}, "best_ms": 80.268,
+                       "gain_ms": -0.018, "why": "a slow-down: replay"}
+    text = _answer("whatif", question, Result("whatif", {}, slower))
+    assert "0.018 ms slower" in text and "saved" not in text and "-0.018" not in text
+    reply = write_reply("whatif", read_slots(question), [Result("whatif", {}, slower)])
+    assert reply.action is None and reply.check is None

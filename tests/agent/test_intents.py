@@ -124,5 +124,14 @@ def test_slots_read_steps_in_the_order_written_and_ranks_factors_targets() -> No
     assert read_slots("is the step normal").target is None  # 'normal' is not a norm layer
 
 
+def test_a_slow_down_is_a_factor_below_one_and_a_comparison_of_steps_is_none() -> None:
+    cases = {"what if the all-reduce were 2x slower?": 0.5, "what if gemm took 4 times longer": 0.25,
+             "what if the all reduce was twice as slow": 0.5, "what if the network were slower?": 0.5,
+             "what if the all-reduce were half as fast": 0.5, "what if the all-reduce were 2x faster?": 2.0,
+             "why is step 7 slower than step 2 if the all-gather were 1.5x faster": 1.5}
+    assert {q: read_slots(q).factor for q in cases} == cases
+    assert read_slots("why is step 3 slower than step 2?").factor is None
+
+
 def test_numbers_do_not_change_the_intent() -> None:
     assert classify("why is step 3 slow?").name == classify("why is step 3817 slow?").name == "why_slow"

@@ -95,3 +95,17 @@ def test_a_host_side_fix_is_never_predicted_below_the_gpus_busy_time(gpt, model:
     assert _at_least_gpu_busy(gpt, 5, (parse_edit("fix host_pause"),), {"replay": 0.5}, ()) == ({"replay": 0.5}, ())
     p = predict_whatif(a, 6, [fix], model)
     assert p.gain_ms > 0 and min(p.predicted_ms.values()) >= busy
+
+
+def test_a_slower_all_reduce_is_replayed_never_given_to_the_model_and_predicts_no_gain(model: Predictor) -> None:
+    """A slow-down (a slower network) is outside what the graph model learned: before, its features read
+    log1p of a negative saving and it answered NaN. Replay alone answers, every number finite, no faster
+    than recorded, and the all-reduce twice slower costs at least what it cost when it was twice faster."""
+    _, a = job("", GPT2)
+    slower = predict_whatif(a, 2, [parse_edit("scale op=allreduce x0.5")], model)
+    faster = predict_whatif(a, 2, [parse_edit("scale op=allreduce x2")], model)
+    assert set(slower.predicted_ms) == {"replay"} and slower.chosen == "replay" and "slow-down" in slower.why
+    assert all(v == v for v in slower.predicted_ms.values())  # no NaN
+    assert slower.best_ms >= slower.baseline_ms
+    assert slower.best_ms - slower.baseline_ms >= faster.baseline_ms - faster.best_ms - 1e-3
+    assert set(faster.predicted_ms) == {"replay", "gnn_replay", "gnn"}  # speed-ups still reach the model
