@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,9 +127,36 @@ class _CypherArgs(BaseModel):
     params: dict[str, str | int | float] = Field(default_factory=dict, description="query parameters")
 
 
+def _lists(value: Any, parent: Any = None, key: Any = None) -> Iterator[tuple[Any, Any, list[Any]]]:
+    """Every list inside ``value``, with the dict or list that holds it and its key there."""
+    if isinstance(value, list):
+        yield parent, key, value
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in children:
+        yield from _lists(v, value, k)
+
+
+def _fit(value: Any, limit: int) -> Any:
+    """``value`` as plain JSON with its largest lists halved, from the end, until it fits ``limit`` characters
+    (a tool lists the most telling first: the latest arrivals, the slowest ranks). Every key stays, so an answer
+    written from the result finds what it reads, and ``KEY_omitted`` says how many items of a list went."""
+    value = json.loads(json.dumps(value, default=str))
+    while len(json.dumps(value)) > limit:
+        parent, key, items = max(_lists(value), key=lambda p: len(json.dumps(p[2])), default=(None, None, []))
+        if len(items) <= 1:
+            break
+        omitted = len(items) - len(items) // 2
+        del items[len(items) // 2:]
+        if isinstance(parent, dict):
+            parent[f"{key}_omitted"] = parent.get(f"{key}_omitted", 0) + omitted
+    return value
+
+
 def _json(value: Any) -> str:
     text = json.dumps(value, default=str)
-    if len(text) > MAX_RESULT_CHARS:
+    if len(text) > MAX_RESULT_CHARS:  # cut to fit, still whole JSON with every key
+        text = json.dumps(_fit(value, MAX_RESULT_CHARS))
+    if len(text) > MAX_RESULT_CHARS:  # no list left to cut (one huge string): the head only
         text = json.dumps({"truncated": True, "head": text[:MAX_RESULT_CHARS]})
     return text
 

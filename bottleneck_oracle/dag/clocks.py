@@ -5,9 +5,10 @@ step with the others (often 0.1 to a few ms apart). Every member of a blocking a
 reduce-scatter or barrier finishes when the data is complete everywhere, within a few µs of the
 others (NCCL kernel ends on one host: ±2 µs; gloo ops: about ±100 µs). So the median, over the
 collectives two ranks share, of the difference of their end times is the difference of their clocks.
-Ranks are put on the clock of the lowest rank they are joined to through shared collectives; an
-offset is applied only when it stands well above the noise of its own evidence, so ranks on one host
-keep their times to the nanosecond. Without the alignment the skewed collectives look unreliable
+Ranks are put on the clock of the lowest rank they are joined to through shared collectives, and
+groups that share none (pipeline stages on different hosts) through the GPU transfers between them,
+when the recorded clocks make those transfers impossible; an offset is applied only when it stands
+well above the noise of its own evidence, so ranks on one host keep their times to the nanosecond. Without the alignment the skewed collectives look unreliable
 (members leaving before the last one arrived) or, when the skew is smaller than the collective, the
 rank whose clock runs ahead looks late.
 """
@@ -27,6 +28,7 @@ SKEW_MIN_NS = 50_000  # a clock difference below this is left alone: within what
 SKEW_NOISE = 5  # ...and it must stand this many times above the spread of the ends it was read from
 MIN_SHARED = 3  # collectives two ranks must share for their difference to count
 _SYMMETRIC = ("allreduce", "allgather", "reducescatter", "barrier")  # every member ends with the data
+OVERLAP_TOL_NS = 50_000  # a transfer's two ends overlap (as ``dag/collectives.py`` counts a match reliable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +41,15 @@ class ClockEstimate:
         evidence: int64[R] by rank, the collectives its offset was read from.
         spread_ns: int64[R] by rank, the median absolute deviation of its ends from the others' once
             aligned: what the offset stands above.
+        transfers: int64[R] by rank, the GPU point-to-point transfers that joined its group of ranks to its
+            reference's (0: joined by collectives, or not at all).
     """
 
     offset_ns: np.ndarray
     reference: np.ndarray
     evidence: np.ndarray
     spread_ns: np.ndarray
+    transfers: np.ndarray
 
     def any(self) -> bool:
         """Whether some rank's clock must be moved."""
@@ -103,7 +108,7 @@ def clock_offsets(g: ExecGraph) -> ClockEstimate:
     inst, rank, end = _members(g)
     if not len(inst):
         none = np.zeros(n_ranks, dtype=np.int64)
-        return ClockEstimate(none, np.arange(n_ranks, dtype=np.int64), none, none)
+        return ClockEstimate(none, np.arange(n_ranks, dtype=np.int64), none, none, none)
     edges: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for a, b, d, _ in zip(*(x.tolist() for x in _pair_differences(inst, rank, end, n_ranks))):
         edges[a].append((b, d))
@@ -123,9 +128,56 @@ def clock_offsets(g: ExecGraph) -> ClockEstimate:
                     seen[b] = True
                     offset[b], reference[b] = offset[a] + d, root
                     queue.append(b)
+    transfers = _join_by_transfers(g, offset, reference)
     evidence, spread = _spread(inst, rank, end, offset, n_ranks)
     keep = (np.abs(offset) >= SKEW_MIN_NS) & (np.abs(offset) >= SKEW_NOISE * spread)
-    return ClockEstimate(np.where(keep, offset, 0), reference, evidence, spread)
+    return ClockEstimate(np.where(keep, offset, 0), reference, evidence, spread, transfers)
+
+
+def _join_by_transfers(g: ExecGraph, offset: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Joins groups of ranks that share no collective (pipeline stages on different hosts) through the GPU
+    point-to-point transfers between them, whose two kernels end together: group B's clock against group A's
+    is the median difference of those ends. A join is made only when the recorded clocks make most transfers
+    impossible (under half with overlapping ends) and the joined ones make them possible (90%), so ranks of
+    one host, whose transfers overlap as recorded, are never moved. ``offset`` and ``reference`` are updated;
+    returns the transfers that joined each rank's group."""
+    joined = np.zeros(len(offset), dtype=np.int64)
+    table = g.collectives
+    pair = np.array([k == "sendrecv" and m == 2 for k, m in zip(table.kind, table.members.tolist())] + [False])
+    m = np.flatnonzero(pair[np.where(g.collective >= 0, g.collective, len(table))] & g.trace.lanes.is_gpu[g.lane])
+    m = m[np.lexsort((g.rank[m], g.collective[m]))]
+    if len(m) < 2:
+        return joined
+    x, y = m[0::2], m[1::2]  # the two ends of each transfer
+    x, y = x[g.collective[x] == g.collective[y]], y[g.collective[x] == g.collective[y]]
+    rx, ry = g.rank[x].astype(np.int64), g.rank[y].astype(np.int64)
+    while True:
+        gx, gy = reference[rx], reference[ry]
+        across = np.flatnonzero(gx != gy)
+        if not len(across):
+            return joined
+        a = int(np.minimum(gx, gy)[across].min())  # the group of the lowest rank takes the others in
+        for b in sorted(set(np.maximum(gx, gy)[across][np.minimum(gx, gy)[across] == a].tolist())):
+            sel = across[(np.minimum(gx, gy)[across] == a) & (np.maximum(gx, gy)[across] == b)]
+            if len(sel) < MIN_SHARED:
+                continue
+            ua = np.where(gx[sel] == a, x[sel], y[sel])  # the end in group a, the end in group b
+            ub = np.where(gx[sel] == a, y[sel], x[sel])
+            sa, ea = g.start_ns[ua] - offset[g.rank[ua]], g.end_ns[ua] - offset[g.rank[ua]]
+            sb, eb = g.start_ns[ub] - offset[g.rank[ub]], g.end_ns[ub] - offset[g.rank[ub]]
+            diff = np.sort(eb - ea)
+            d = int(diff[(len(diff) - 1) // 2] + diff[len(diff) // 2]) // 2  # their median
+            overlap = lambda shift: float(np.mean(np.minimum(ea, eb - shift) + OVERLAP_TOL_NS  # noqa: E731
+                                                  >= np.maximum(sa, sb - shift)))
+            if overlap(0) < 0.5 and overlap(d) >= 0.9:
+                group = reference == b
+                offset[group] += d
+                reference[group] = a
+                joined[group] = len(sel)
+                break
+        else:
+            return joined  # no group could be joined to a's
+
 
 
 def _ranges(ranks: list[int]) -> str:
@@ -154,9 +206,15 @@ def moved_clocks(c: ClockEstimate) -> str:
     shared = min((int(c.evidence[r]) for r in moved), default=0)
     spread = max((int(c.spread_ns[r]) for r in moved), default=0) / 1e6
     out = f"{'; '.join(parts)} (each from {shared}+ shared collectives, their ends within {spread:.3f} ms once aligned)"
+    by_transfers = np.flatnonzero(c.transfers).tolist()
+    if by_transfers:
+        out += (f"; ranks {_ranges(by_transfers)} share no all-reduce, all-gather or reduce-scatter with rank "
+                f"{int(c.reference[by_transfers[0]])}'s "
+                f"and were joined through {int(c.transfers[by_transfers].min())}+ GPU point-to-point transfers, "
+                "whose two ends finish together")
     roots = sorted(set(c.reference[c.evidence > 0].tolist()))
     for root in roots[1:] if moved else []:  # pipeline stages joined by transfers only, say
         apart = np.flatnonzero((c.reference == root) & (c.evidence > 0)).tolist()
-        out += (f"; ranks {_ranges(apart)} share no all-reduce, all-gather or reduce-scatter with rank {roots[0]}'s:"
-                " their clock against it could not be read and is left as recorded")
+        out += (f"; ranks {_ranges(apart)} share no all-reduce, all-gather or reduce-scatter with rank {roots[0]}'s, "
+                "and no GPU transfer that says otherwise: their clock against it is left as recorded")
     return out

@@ -63,3 +63,17 @@ def test_change_first_fixes_the_cause(jobs: dict[str, Path], settings: Settings)
     assert first["predicted_ms"] > 0 and f"`{first['edit']}`" in answer.answer
     # the gain is about the fault injected (20 ms of syncs on one rank, blocking the other at the all-reduce)
     assert first["gain_ms"] == pytest.approx(20, rel=0.35)
+
+
+def test_a_job_of_many_ranks_is_answered_from_tool_results_cut_to_fit(
+        tmp_path_factory: pytest.TempPathFactory, settings: Settings) -> None:
+    """16 ranks on 2 nodes: the stragglers of a step and the step's explanation are larger than a tool result
+    may be. They were cut mid-JSON, and the answers failed ('internal error: KeyError') or said the trace had
+    no GPU; now their lists are cut to fit, every key kept, and each question is answered, grounded."""
+    job = synth_job(tmp_path_factory.mktemp("many_ranks"), "straggler_rank@3:9=30ms", model="tiny", dp=4, tp=4)
+    straggler, why, busy = ask(settings, job, "Which rank is the straggler?", f"Why is step {STEP} slow?",
+                               f"How busy is the GPU in step {STEP}?")
+    for answer in (straggler, why, busy):
+        assert_grounded(answer)
+    assert "Rank 9 is the straggler in step 3" in straggler.answer
+    assert "the GPU was busy" in busy.answer and "no GPU events" not in busy.answer

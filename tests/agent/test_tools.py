@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from langchain_core.tools import BaseTool
 
-from bottleneck_oracle.agent.tools import TOOL_NAMES, ToolContext, make_tools
+from bottleneck_oracle.agent.tools import MAX_RESULT_CHARS, TOOL_NAMES, ToolContext, _json, make_tools
 from bottleneck_oracle.config import Settings
 
 
@@ -87,3 +87,17 @@ def test_playbook_by_category_and_cypher_read_only(tools: dict[str, BaseTool]) -
     assert rows["rows"] == [{"n": 12}]
     assert "error" in _call(tools, "cypher", query="MATCH (s:Step) DETACH DELETE s")
     assert _call(tools, "cypher", query="MATCH (s:Step {trace: $trace}) RETURN count(s) AS n")["rows"] == [{"n": 12}]
+
+
+def test_a_result_too_large_keeps_every_key_and_its_first_items() -> None:
+    """A straggler table of 600 collectives over the 12,000 characters a result may take: whole JSON, every
+    key, the first (latest) arrivals kept in order, and how many went."""
+    rows = [{"collective": i, "kind": "allreduce", "last_rank": i % 16, "late_ms": 600 - i} for i in range(600)]
+    big = {"step": 3, "collectives": rows, "by_rank": [{"rank": r, "last_in": 1} for r in range(16)], "findings": []}
+    text = _json(big)
+    out = json.loads(text)
+    assert len(text) <= MAX_RESULT_CHARS and set(out) == set(big) | {"collectives_omitted"}
+    kept = out["collectives"]
+    assert kept == rows[:len(kept)] and len(kept) + out["collectives_omitted"] == 600
+    assert out["by_rank"] == big["by_rank"]  # the small list stays whole
+    assert _json({"a": [1, 2]}) == json.dumps({"a": [1, 2]})  # a result that fits is untouched

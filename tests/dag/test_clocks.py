@@ -16,7 +16,7 @@ import pytest
 
 from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.dag.build import build_graph
-from bottleneck_oracle.dag.clocks import SKEW_MIN_NS, clock_offsets
+from bottleneck_oracle.dag.clocks import SKEW_MIN_NS, ClockEstimate, clock_offsets, moved_clocks
 from bottleneck_oracle.dag.health import HealthCode, trace_health
 from bottleneck_oracle.dag.report import analysis_to_dict
 from bottleneck_oracle.synth import SynthConfig, synthesize
@@ -83,19 +83,35 @@ def test_left_skewed_the_collectives_across_nodes_look_broken() -> None:
     assert _report(skewed) != _report(one_clock)
 
 
-def test_pipeline_stages_joined_only_by_transfers_are_aligned_apart_and_the_note_says_so() -> None:
-    """64 ranks, 8 nodes, node k's clock k ms ahead; the two pipeline stages (nodes 0-3, 4-7) share no
-    all-reduce: each stage is put on its own first rank's clock, and the note names the stage left apart."""
+@cache
+def _pipeline(skew_ms: float) -> Path:
+    """16 ranks, pipeline stage 0 on node 0 and stage 1 on node 1: the stages share no all-reduce, only
+    their activation and gradient transfers (tp 4 x dp 2 x pp 2)."""
     out = Path(tempfile.mkdtemp(prefix="oracle-clocks-pp-"))
-    synthesize(out, SynthConfig(model="7b", dp=8, tp=4, pp=2, microbatches=2, steps=2, clock_skew_ms=1.0), workers=2)
-    a = analyze(read_trace(out))
-    assert a.clocks is not None
-    node_ms = [(r // 8) % 4 for r in range(64)]  # within each stage, against its first node
-    assert (a.clocks.offset_ns // 1_000_000).tolist() == node_ms
-    assert a.clocks.reference.tolist() == [0] * 32 + [32] * 32
-    (note,) = [n.message for n in trace_health(a) if n.code == HealthCode.CLOCK_SKEW]
-    assert "against rank 32's clock, ranks 40-47 read 1.000 ms ahead" in note
-    assert "ranks 32-63 share no all-reduce, all-gather or reduce-scatter with rank 0's" in note
+    synthesize(out, SynthConfig(model="tiny", dp=2, tp=4, pp=2, microbatches=2, steps=4, seed=3,
+                                clock_skew_ms=skew_ms), workers=1)
+    return out
+
+
+def test_pipeline_stages_on_two_hosts_are_joined_through_their_transfers() -> None:
+    """Node 1's clock 3 ms ahead and no collective across the nodes: the GPU transfers between the stages,
+    impossible as recorded, join them; the analysis is the one-clock job's to the ns, and the note says how."""
+    one_clock, skewed = analyze(read_trace(_pipeline(0.0))), analyze(read_trace(_pipeline(3.0)))
+    assert skewed.clocks is not None and one_clock.clocks is not None
+    assert skewed.clocks.offset_ns.tolist() == [0] * 8 + [3_000_000] * 8
+    assert skewed.clocks.reference.tolist() == [0] * 16 and (skewed.clocks.transfers[8:] > 0).all()
+    assert not one_clock.clocks.any()  # on one clock the transfers overlap as recorded: nothing is joined or moved
+    assert _report(skewed) == _report(one_clock)
+    (note,) = [n.message for n in trace_health(skewed) if n.code == HealthCode.CLOCK_SKEW]
+    assert "ranks 8-15 share no all-reduce, all-gather or reduce-scatter with rank 0's and were joined through" in note
+
+
+def test_left_skewed_a_pipeline_loses_its_transfers() -> None:
+    """What joining the stages prevents: the transfers unmatched, and another verdict."""
+    one_clock = analyze(read_trace(_pipeline(0.0)))
+    skewed = analyze(read_trace(_pipeline(3.0)), align_clocks=False)
+    assert skewed.graph.collectives.reliable.sum() < one_clock.graph.collectives.reliable.sum()
+    assert _report(skewed) != _report(one_clock)
 
 
 def test_a_skew_below_what_one_host_shows_is_left_alone() -> None:
@@ -154,3 +170,15 @@ def test_a_sampled_world_keeps_its_clocks() -> None:
     about the clocks, and the all-reduces agree."""
     a = analyze(read_trace(REAL / "hta" / "trace_filter", partial=True))
     assert not a.clocks.any()
+
+
+def test_a_group_nothing_joins_is_named_as_left_on_its_own_clock() -> None:
+    """The note's last clause, for ranks 4-7 that share no collective with rank 0's and no transfer says
+    otherwise (a gloo pipeline across hosts): rank 2 moved within rank 0's group, ranks 4-7 apart."""
+    z = np.zeros(8, dtype=np.int64)
+    c = ClockEstimate(offset_ns=np.array([0, 0, 120_000, 0, 0, 0, 0, 0]), reference=np.array([0] * 4 + [4] * 4),
+                      evidence=np.full(8, 12), spread_ns=z, transfers=z)
+    text = moved_clocks(c)
+    assert text.startswith("against rank 0's clock, rank 2 read 0.120 ms ahead (each from 12+ shared collectives")
+    assert text.endswith("ranks 4-7 share no all-reduce, all-gather or reduce-scatter with rank 0's, and no GPU "
+                         "transfer that says otherwise: their clock against it is left as recorded")
