@@ -3,9 +3,10 @@
 Tokens are estimated as ``ceil(len(json) / 4)`` of the dict's compact JSON (``separators=(",", ":")``),
 about what BPE tokenizers give for English and numbers; the estimate is in the result (``tokens``).
 When the context is over budget, items go fewest-important first, and ``dropped`` counts them:
-minor findings, then the path's ops (least time on the path first), then whole op classes and the
-collectives (least time first: an op class's path time against a collective's lateness), then the
-major findings (smallest impact first).
+minor findings, then the path's ops, the collectives past the 5 latest and the major findings past
+the 3 largest (least time on the path, lateness or impact first), then whole op classes and those 5
+collectives (least time first: an op class's path time against a collective's lateness), then those
+3 major findings (smallest impact first).
 The header (the step, its attribution against the median step, the subgraph's edge counts) stays;
 when even it is over budget, ``within_budget`` is false. Times are ms, rounded to 3 decimals.
 """
@@ -26,6 +27,8 @@ from bottleneck_oracle.retrieval.subgraph import Subgraph
 __all__ = ["DEFAULT_BUDGET_TOKENS", "condense", "estimate_tokens"]
 
 DEFAULT_BUDGET_TOKENS = 1500
+TOP_COLLECTIVES = 5  # collectives kept as long as whole op classes are
+TOP_FINDINGS = 3  # major findings kept longer than the path (a job of many ranks has one per rank)
 _CHARS_PER_TOKEN = 4
 _COMMUNICATION = "communication"
 
@@ -85,12 +88,19 @@ def _findings(sub: Subgraph) -> list[dict[str, Any]]:
 def _drop_order(ctx: dict[str, Any]) -> list[tuple[str, Any]]:
     """Every droppable item, fewest-important first (see the module docstring)."""
     tiers: list[tuple[int, float, int, tuple[str, Any]]] = []
+    major = sorted((f for f in ctx["findings"] if f["severity"] != "minor"), key=lambda f: -(f["impact_ms"] or 0.0))
+    top = {id(f) for f in major[:TOP_FINDINGS]}  # past these, a major finding goes before the path's op classes
     for i, f in enumerate(ctx["findings"]):
-        tiers.append((0 if f["severity"] == "minor" else 3, f["impact_ms"] or 0.0, i, ("findings", id(f))))
+        tier = 0 if f["severity"] == "minor" else 3 if id(f) in top else 1
+        tiers.append((tier, f["impact_ms"] or 0.0, i, ("findings", id(f))))
     for g in ctx["path"]:
         tiers.append((2, g["ms"], 0, ("op_classes", id(g))))
         tiers += [(1, o["ms"] or 0.0, 0, ("ops", id(o))) for o in g["ops"]]
-    tiers += [(2, abs(c["late_ms"] or 0.0), 0, ("collectives", id(c))) for c in ctx["collectives"]]
+    # the latest few collectives weigh against whole op classes; the others go with the ops (a step of a
+    # job of many ranks joins hundreds, which would otherwise leave no room for the path itself)
+    late = sorted(ctx["collectives"], key=lambda c: -abs(c["late_ms"] or 0.0))
+    tiers += [(2 if k < TOP_COLLECTIVES else 1, abs(c["late_ms"] or 0.0), 0, ("collectives", id(c)))
+              for k, c in enumerate(late)]
     return [item for *_, item in sorted(tiers, key=lambda t: (t[0], t[1], -t[2]))]
 
 
@@ -111,15 +121,21 @@ def _finish(out: dict[str, Any], dropped: Counter[str], budget_tokens: int) -> d
 def _fit(ctx: dict[str, Any], budget_tokens: int) -> dict[str, Any]:
     """``ctx`` with items dropped until its JSON is within ``budget_tokens``."""
     dropped: Counter[str] = Counter({"ops": 0, "op_classes": 0, "collectives": 0, "findings": 0})
-    gone: set[int] = set()
-    out = _finish(_without(ctx, gone), dropped, budget_tokens)
-    for kind, item in _drop_order(ctx):
-        if out["within_budget"]:
-            break
-        gone.add(item)
-        dropped[kind] += 1
-        out = _finish(_without(ctx, gone), dropped, budget_tokens)
-    return out
+    order = _drop_order(ctx)
+
+    def without(k: int) -> dict[str, Any]:  # the first k items of the order dropped
+        counts = Counter(dropped)
+        counts.update(kind for kind, _ in order[:k])
+        return _finish(_without(ctx, {item for _, item in order[:k]}), counts, budget_tokens)
+
+    lo, hi = 0, len(order)  # the fewest items to drop: a search, not a pass per item (thousands on many ranks)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if without(mid)["within_budget"]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return without(lo)
 
 
 def condense(subgraph: Subgraph, budget_tokens: int = DEFAULT_BUDGET_TOKENS) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -55,3 +56,19 @@ def test_a_smaller_budget_gives_a_smaller_context_that_says_what_it_dropped(step
 
 def test_estimate_tokens_is_a_quarter_of_the_json() -> None:
     assert estimate_tokens({"a": 1}) == math.ceil(len('{"a":1}') / 4)
+
+
+def test_a_step_of_many_ranks_keeps_its_path_over_hundreds_of_collectives_and_findings(step5: Subgraph) -> None:
+    """The real step with its collectives and findings repeated as a 64-rank job has them (rank by rank): the
+    path's op classes stay, with the latest collectives and the largest findings. Before, every op class went
+    first and the answer read 'mostly no op (0.0 ms)'; and the fit re-measured the context once per item."""
+    many = replace(step5,
+                   collectives=tuple({**c, "instance": 1000 * k + c["instance"], "lateness_us": c["lateness_us"] - k}
+                                     for k in range(300) for c in step5.collectives),
+                   findings=tuple({**f, "ranks": [k], "impact_ms": f["impact_ms"] - k / 1000}
+                                  for k in range(64) for f in step5.findings))
+    full, ctx = condense(step5), condense(many)
+    assert ctx["within_budget"] and ctx["path"] and ctx["path"][0]["op_class"] == full["path"][0]["op_class"]
+    assert ctx["collectives"][0]["late_ms"] == full["collectives"][0]["late_ms"]
+    assert max(f["impact_ms"] for f in ctx["findings"]) == max(f["impact_ms"] for f in full["findings"])
+    assert ctx["dropped"]["collectives"] >= 290 and ctx["dropped"]["findings"] > 0
