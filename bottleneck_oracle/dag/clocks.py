@@ -106,9 +106,6 @@ def clock_offsets(g: ExecGraph) -> ClockEstimate:
     through others), where that stands above the noise; 0 elsewhere."""
     n_ranks = int(g.rank.max()) + 1 if len(g) else 0
     inst, rank, end = _members(g)
-    if not len(inst):
-        none = np.zeros(n_ranks, dtype=np.int64)
-        return ClockEstimate(none, np.arange(n_ranks, dtype=np.int64), none, none, none)
     edges: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for a, b, d, _ in zip(*(x.tolist() for x in _pair_differences(inst, rank, end, n_ranks))):
         edges[a].append((b, d))
