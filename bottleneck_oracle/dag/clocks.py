@@ -8,9 +8,9 @@ collectives two ranks share, of the difference of their end times is the differe
 Ranks are put on the clock of the lowest rank they are joined to through shared collectives, and
 groups that share none (pipeline stages on different hosts) through the GPU transfers between them,
 when the recorded clocks make those transfers impossible; an offset is applied only when it stands
-well above the noise of its own evidence, so ranks on one host keep their times to the nanosecond. Without the alignment the skewed collectives look unreliable
-(members leaving before the last one arrived) or, when the skew is smaller than the collective, the
-rank whose clock runs ahead looks late.
+well above the noise of its own evidence, so ranks on one host keep their times to the nanosecond.
+Without the alignment the skewed collectives look unreliable (members leaving before the last one
+arrived) or, when the skew is smaller than the collective, the rank whose clock runs ahead looks late.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bottleneck_oracle.dag.collectives import ARRIVAL_TOL_NS
+from bottleneck_oracle.dag.gpu_detectors import p2p_nodes
 from bottleneck_oracle.dag.graph import ExecGraph
 
 __all__ = ["SKEW_MIN_NS", "ClockEstimate", "clock_offsets", "moved_clocks"]
@@ -28,7 +30,6 @@ SKEW_MIN_NS = 50_000  # a clock difference below this is left alone: within what
 SKEW_NOISE = 5  # ...and it must stand this many times above the spread of the ends it was read from
 MIN_SHARED = 3  # collectives two ranks must share for their difference to count
 _SYMMETRIC = ("allreduce", "allgather", "reducescatter", "barrier")  # every member ends with the data
-OVERLAP_TOL_NS = 50_000  # a transfer's two ends overlap (as ``dag/collectives.py`` counts a match reliable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,32 +140,28 @@ def _join_by_transfers(g: ExecGraph, offset: np.ndarray, reference: np.ndarray) 
     one host, whose transfers overlap as recorded, are never moved. ``offset`` and ``reference`` are updated;
     returns the transfers that joined each rank's group."""
     joined = np.zeros(len(offset), dtype=np.int64)
-    table = g.collectives
-    pair = np.array([k == "sendrecv" and m == 2 for k, m in zip(table.kind, table.members.tolist())] + [False])
-    m = np.flatnonzero(pair[np.where(g.collective >= 0, g.collective, len(table))] & g.trace.lanes.is_gpu[g.lane])
+    m = np.flatnonzero(p2p_nodes(g) & g.trace.lanes.is_gpu[g.lane])
     m = m[np.lexsort((g.rank[m], g.collective[m]))]
-    if len(m) < 2:
-        return joined
-    x, y = m[0::2], m[1::2]  # the two ends of each transfer
+    x, y = m[0:-1:2], m[1::2]  # the two ends of each transfer
     x, y = x[g.collective[x] == g.collective[y]], y[g.collective[x] == g.collective[y]]
     rx, ry = g.rank[x].astype(np.int64), g.rank[y].astype(np.int64)
     while True:
         gx, gy = reference[rx], reference[ry]
-        across = np.flatnonzero(gx != gy)
+        lo, hi = np.minimum(gx, gy), np.maximum(gx, gy)
+        across = np.flatnonzero(lo != hi)
         if not len(across):
             return joined
-        a = int(np.minimum(gx, gy)[across].min())  # the group of the lowest rank takes the others in
-        for b in sorted(set(np.maximum(gx, gy)[across][np.minimum(gx, gy)[across] == a].tolist())):
-            sel = across[(np.minimum(gx, gy)[across] == a) & (np.maximum(gx, gy)[across] == b)]
+        a = int(lo[across].min())  # the group of the lowest rank takes the others in
+        for b in np.unique(hi[across][lo[across] == a]).tolist():
+            sel = across[(lo[across] == a) & (hi[across] == b)]
             if len(sel) < MIN_SHARED:
                 continue
             ua = np.where(gx[sel] == a, x[sel], y[sel])  # the end in group a, the end in group b
             ub = np.where(gx[sel] == a, y[sel], x[sel])
             sa, ea = g.start_ns[ua] - offset[g.rank[ua]], g.end_ns[ua] - offset[g.rank[ua]]
             sb, eb = g.start_ns[ub] - offset[g.rank[ub]], g.end_ns[ub] - offset[g.rank[ub]]
-            diff = np.sort(eb - ea)
-            d = int(diff[(len(diff) - 1) // 2] + diff[len(diff) // 2]) // 2  # their median
-            overlap = lambda shift: float(np.mean(np.minimum(ea, eb - shift) + OVERLAP_TOL_NS  # noqa: E731
+            d = int(_group_medians(np.zeros(len(sel), dtype=np.int64), eb - ea)[1][0])  # the ends' median difference
+            overlap = lambda shift: float(np.mean(np.minimum(ea, eb - shift) + ARRIVAL_TOL_NS  # noqa: E731
                                                   >= np.maximum(sa, sb - shift)))
             if overlap(0) < 0.5 and overlap(d) >= 0.9:
                 group = reference == b

@@ -21,11 +21,11 @@ from bottleneck_oracle.dag.types import NodeKind, Role
 from bottleneck_oracle.traces import Trace
 
 __all__ = [
-    "CollectiveArrival", "CollectiveMatch", "collective_arrivals", "completion_ns", "last_arrival_ns",
+    "ARRIVAL_TOL_NS", "CollectiveArrival", "CollectiveMatch", "collective_arrivals", "completion_ns", "last_arrival_ns",
     "match_collectives", "pair_gloo_calls",
 ]
 
-_ARRIVAL_TOL_NS = 50_000
+ARRIVAL_TOL_NS = 50_000  # members whose spans overlap within this are one blocking instance
 
 
 class CollectiveMatch:
@@ -115,7 +115,7 @@ def match_collectives(
             m = np.array(members)
             if len(np.unique(rank[m])) < 2:
                 continue
-            ok = len(np.unique(rank[m])) == len(m) and end[m].min() + _ARRIVAL_TOL_NS >= start[m].max()
+            ok = len(np.unique(rank[m])) == len(m) and end[m].min() + ARRIVAL_TOL_NS >= start[m].max()
             iid = len(kinds_out)
             instance[m] = iid
             kinds_out.append(ctype_of[members[0]])

@@ -197,12 +197,12 @@ class Trace:
         reachable: ``base_ns`` moves with the rank's times."""
         ev, fl = self.events, self.flows
         start = ev.start_ns - offset_ns[ev.rank]
-        flow_ts = fl.ts_ns - offset_ns[fl.rank]
-        windows = [i.window_start_ns - int(offset_ns[i.rank]) for i in self.ranks]
-        lead = -min([0, *windows, *([int(start.min())] if len(start) else [])])  # nothing before time 0
+        moved = {i.rank: int(offset_ns[i.rank]) for i in self.ranks}
+        lead = -min(0, int(start.min(initial=0)), *(i.window_start_ns - moved[i.rank] for i in self.ranks))  # none < 0
         ranks = tuple(replace(
-            i, base_ns=i.base_ns - int(offset_ns[i.rank]), clock_offset_ns=i.clock_offset_ns + int(offset_ns[i.rank]),
-            window_start_ns=i.window_start_ns - int(offset_ns[i.rank]) + lead,
-            window_end_ns=i.window_end_ns - int(offset_ns[i.rank]) + lead) for i in self.ranks)
-        return replace(self, events=replace(ev, start_ns=start + lead), flows=replace(fl, ts_ns=flow_ts + lead),
+            i, base_ns=i.base_ns - moved[i.rank], clock_offset_ns=i.clock_offset_ns + moved[i.rank],
+            window_start_ns=i.window_start_ns - moved[i.rank] + lead,
+            window_end_ns=i.window_end_ns - moved[i.rank] + lead) for i in self.ranks)
+        return replace(self, events=replace(ev, start_ns=start + lead),
+                       flows=replace(fl, ts_ns=fl.ts_ns - offset_ns[fl.rank] + lead),
                        ranks=ranks, origin_ns=self.origin_ns - lead)
