@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bottleneck_oracle.agent.planner import Result
+from bottleneck_oracle.dag.finding import rank_ranges
 from bottleneck_oracle.prompts import load_yaml
 
 __all__ = ["confidence_of", "moved", "rank_list", "result_of", "signed", "template", "whatif_check"]
@@ -26,7 +27,8 @@ def signed(ms: float) -> str:
 
 
 def rank_list(ranks: list[int]) -> str:
-    return ", ".join(map(str, ranks)) or "all"
+    """``8, 0-7, 9-15``: in the given order, runs of consecutive ranks joined."""
+    return rank_ranges(list(ranks)) or "all"
 
 
 def moved(values: dict[str, float], limit: int = 3) -> str:

@@ -5,6 +5,7 @@ number in an answer is one a tool gave. This module answers why a step is slow a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from bottleneck_oracle.agent.answer_text import (
@@ -58,10 +59,33 @@ def _waited(cause: dict[str, Any]) -> str:
     return template("waited", ranks=ranks)
 
 
+def _also(findings: Iterable[dict[str, Any]]) -> str:
+    """The step's other findings, one entry per category in the order met: ``pipeline_bubble on rank(s)
+    0-15 (149.901 to 150.11 ms)`` (every stage's GPU idled behind one stall is one entry, not 16)."""
+    by_category: dict[str, list[dict[str, Any]]] = {}
+    for f in findings:
+        by_category.setdefault(f["category"], []).append(f)
+    out = []
+    for category, group in by_category.items():
+        ranks = sorted({r for f in group for r in f["ranks"]})
+        lo, hi = min(f["impact_ms"] for f in group), max(f["impact_ms"] for f in group)
+        out.append(f"{category} on rank(s) {rank_list(ranks)} ({lo} ms)" if lo == hi
+                   else f"{category} on rank(s) {rank_list(ranks)} ({lo} to {hi} ms)")
+    return "; ".join(out)
+
+
+def _cause_ranks(cause: dict[str, Any]) -> str:
+    """``8``, or ``8 and on ranks 0-7, 9-15 with it`` for a stall the other ranks had too, hidden behind it."""
+    ranks = cause.get("ranks") or []
+    head = cause.get("rank", ranks[0] if ranks else "")
+    others = [r for r in ranks if r != head]
+    return f"{head} and on rank(s) {rank_list(others)} with it" if others else f"{head}"
+
+
 def _verdict(e: dict[str, Any], cause: dict[str, Any]) -> str:
     words = load_yaml("answers")["cause_words"].get(cause["category"], cause["category"])
     values = dict(e) | {"words": words, "impact_ms": cause["impact_ms"], "waited": _waited(cause),
-                        "cause_rank": cause.get("rank", rank_list(cause["ranks"]))}
+                        "cause_rank": _cause_ranks(cause)}
     return template("slow" if e.get("median_ms") is not None else "slow_no_median", **values)
 
 
@@ -99,11 +123,10 @@ def _why_slow(results: list[Result], intent: str) -> Reply:
     delta = moved(e.get("delta_ms") or {})
     if delta != "nothing":
         evidence.append(Evidence(template("moved", moved=delta), "explain_step"))
-    others = [f"{f['category']} on rank(s) {rank_list(f['ranks'])} ({f['impact_ms']} ms)" for f in e["findings"]
-              if (f["category"], f["ranks"]) != (cause["category"], cause["ranks"])
-              and f["severity"] == "major" and f["step"] == e["step"]]
+    others = _also(f for f in e["findings"] if (f["category"], f["ranks"]) != (cause["category"], cause["ranks"])
+                   and f["severity"] == "major" and f["step"] == e["step"])
     if others:
-        evidence.append(Evidence(template("also", others="; ".join(others)), "explain_step"))
+        evidence.append(Evidence(template("also", others=others), "explain_step"))
     if bound is not None:
         evidence += [Evidence(bound.verdict, "explain_step"), *bound.evidence]
     entries = remedies_first(result_of(results, "playbook_search"), cause["category"])

@@ -17,7 +17,7 @@ __all__ = ["describe"]
 def _stragglers(s: dict[str, Any]) -> Reply:
     if not s["collectives"]:
         return Reply(template("no_collectives", step=s["step"]))
-    found = [f for f in s.get("findings", []) if f["category"] == "straggler_rank"]
+    found = s.get("findings", [])
     if not found:
         last = s["collectives"][0]
         return Reply(template("no_straggler", step=s["step"], rank=last["last_rank"], late_ms=last["late_ms"]))
@@ -55,6 +55,23 @@ def _compare_steps(c: dict[str, Any]) -> Reply:
     return Reply(template("compare_steps", **c), [
         Evidence(template("compare_steps_moved", moved=moved(c["breakdown_delta_ms"])), "compare_steps"),
         Evidence(template("compare_steps_ops", ops=ops), "compare_steps")])
+
+
+def _compare_ranks(c: dict[str, Any]) -> Reply:
+    evidence = [Evidence(template("compare_ranks_moved", moved=moved(c["breakdown_delta_ms"]), **c), "compare_ranks")]
+    if c["gpu_a"] and c["gpu_b"]:
+        evidence.append(Evidence(template("compare_ranks_gpu", busy_a=c["gpu_a"]["busy_pct"],
+                                          busy_b=c["gpu_b"]["busy_pct"], **c), "compare_ranks"))
+    for rank, found in ((c["rank_b"], c["findings_b"]), (c["rank_a"], c["findings_a"])):
+        if found:
+            named = "; ".join(f"{f['category']} ({f['impact_ms']} ms{', the cause of the step' if f['is_cause'] else ''})"
+                              for f in found[:3])
+            evidence.append(Evidence(template("compare_ranks_findings", rank=rank, findings=named), "compare_ranks"))
+    cause = c["cause"]
+    if cause and cause["is_cause"] and not {c["rank_a"], c["rank_b"]} & set(cause["ranks"]):
+        evidence.append(Evidence(template("compare_ranks_cause", category=cause["category"], rank=cause["rank"],
+                                          step=c["step"]), "compare_ranks"))
+    return Reply(template("compare_ranks", **c), evidence)
 
 
 def _compare_runs(c: dict[str, Any]) -> Reply:
@@ -133,6 +150,7 @@ def _cypher(c: dict[str, Any]) -> Reply:
 HANDLERS: dict[str, tuple[str, Callable[[dict[str, Any]], Reply]]] = {
     "straggler": ("stragglers", _stragglers), "critical_path": ("critical_subgraph", _critical),
     "compare_steps": ("compare_steps", _compare_steps), "compare_runs": ("compare_runs", _compare_runs),
+    "compare_ranks": ("compare_ranks", _compare_ranks),
     "gpu_busy": ("explain_step", _gpu_busy), "list_steps": ("list_steps", _steps),
     "list_traces": ("list_traces", _traces), "cypher": ("cypher", _cypher),
 }
@@ -140,6 +158,8 @@ HANDLERS: dict[str, tuple[str, Callable[[dict[str, Any]], Reply]]] = {
 
 def describe(intent: str, results: list[Result]) -> Reply | None:
     """The answer of a describing intent from its tool's result; None when that tool gave none."""
+    if intent == "compare_ranks" and result_of(results, "compare_ranks") is None:
+        return Reply(template("no_ranks"))
     if intent == "compare_runs" and result_of(results, "compare_runs") is None:
         traces = result_of(results, "list_traces") or {"traces": []}
         # the traces by name, not a count: a count is a number no tool returned

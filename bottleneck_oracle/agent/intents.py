@@ -38,7 +38,7 @@ def _examples() -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
     return labels, texts, cached_embed(texts, embedder)  # the model loads only when the examples changed
 
 
-INTENTS = ("why_slow", "straggler", "critical_path", "compare_steps", "compare_runs", "whatif", "optimize",
+INTENTS = ("why_slow", "straggler", "critical_path", "compare_steps", "compare_ranks", "compare_runs", "whatif", "optimize",
            "seen_before", "list_steps", "gpu_busy", "list_traces", "cypher", "step_time", "top_ops", "job_bound",
            "rank_like_peers", "whatif_run", "slowest_step", "explain_category", "out_of_scope")
 
@@ -79,6 +79,7 @@ _STEP = re.compile(r"\b(?:profilerstep#|step|iteration|iter|it)\s*#?\s*(\d+)", r
 _STEPS = re.compile(r"\b(?:steps|iterations)\s+(\d+)\s*(?:and|,|&|vs\.?|versus|to|with)\s*(\d+)", re.I)
 _ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\s+(?:step|iteration)", re.I)
 _RANK = re.compile(r"\b(?:rank|gpu|worker|process|device)\s*#?\s*(\d+)", re.I)
+_RANKS = re.compile(r"\b(?:ranks|gpus|workers|devices)\s+(\d+)\s*(?:and|,|&|vs\.?|versus|to|with)\s*(\d+)", re.I)
 _FACTOR = re.compile(r"(\d+(?:\.\d+)?)\s*(?:x|×|times)\b", re.I)
 _WORD_FACTORS = {r"\btwice\b|\bdouble\b|\bhalf the time\b|\bhalved\b": 2.0, r"\bthree times\b|\btriple": 3.0,
                  r"\bfour times\b": 4.0, r"\bten times\b": 10.0}
@@ -161,7 +162,9 @@ def read_slots(question: str) -> Slots:
     dp, micro = _DP.search(q), _MICRO.search(q)
     return Slots(
         steps=_ordered_unique([s for _, s in sorted(steps)]),
-        ranks=_ordered_unique([int(m.group(1)) for m in _RANK.finditer(q)]),
+        ranks=_ordered_unique([r for _, r in sorted([(m.start(), int(m.group(1))) for m in _RANK.finditer(q)]
+                                                    + [(m.start(k), int(m.group(k))) for m in _RANKS.finditer(q)
+                                                       for k in (1, 2)])]),
         factor=factor, target=target, category=category, removal=bool(_REMOVE.search(q)), fix=bool(_FIX.search(q)),
         data_parallel=int(dp.group(1)) if dp else None, microbatches=int(micro.group(1)) if micro else None,
         names=names,

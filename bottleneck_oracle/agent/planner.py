@@ -152,6 +152,11 @@ def next_calls(intent: str, slots: Slots, question: str, results: list[Result]) 
             args = {"step_a": slots.steps[1], "step_b": slots.steps[0]}
             return [Call("compare_steps", args | ({"rank": slots.rank} if slots.rank is not None else {}))]
         return [Call("explain_step", _step_args(slots))]  # one step: against its median step
+    if intent == "compare_ranks":
+        if done or slots.rank is None:
+            return None
+        args = {"rank_b": slots.ranks[0]} | ({"rank_a": slots.ranks[1]} if len(slots.ranks) > 1 else {})
+        return [Call("compare_ranks", args | ({"step": slots.step} if slots.step is not None else {}))]
     if intent == "compare_runs":
         if "list_traces" not in done:
             return [Call("list_traces", {})]

@@ -86,6 +86,11 @@ class _CompareStepsArgs(_TraceArg):
     rank: int | None = Field(None, description="the rank; default: step_b's slowest")
 
 
+class _CompareRanksArgs(_StepOnly):
+    rank_b: int = Field(description="the rank asked about")
+    rank_a: int | None = Field(None, description="the reference rank; default: the step's typical rank (median wall)")
+
+
 class _CompareRunsArgs(BaseModel):
     base: str = Field(description="the reference run: trace id, name or path")
     other: str = Field(description="the run compared with it: trace id, name or path")
@@ -213,6 +218,10 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
     def compare(step_a: int, step_b: int, rank: int | None = None, trace: str | None = None) -> dict[str, Any]:
         return step_questions.compare_steps(ctx.store(), ctx.resolve(trace), step_a, step_b, rank)
 
+    def ranks(rank_b: int, rank_a: int | None = None, step: int | None = None,
+              trace: str | None = None) -> dict[str, Any]:
+        return step_questions.compare_ranks(ctx.store(), ctx.resolve(trace), rank_b, rank_a, step)
+
     def runs(base: str, other: str) -> dict[str, Any]:
         # the comparison of `oracle diff` (workspace/diff.py); the names resolve as the other tools' do
         ids = ctx.resolve(base).trace_id, ctx.resolve(other).trace_id
@@ -278,6 +287,9 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
                                                        "median step, collectives and who arrived last."),
         ("compare_steps", compare, _CompareStepsArgs, "Two steps of one rank compared: wall time, categories, and "
                                                       "the op classes whose time changed most."),
+        ("compare_ranks", ranks, _CompareRanksArgs, "Two ranks in one step compared: wall time, categories of "
+                                                    "their critical paths, what each GPU did, each rank's "
+                                                    "findings, and the step's cause (the rank that delayed it)."),
         ("compare_runs", runs, _CompareRunsArgs, "Two traces (runs) compared as `oracle diff` compares them: the "
                                                  "verdict per steady step with a bootstrap confidence, how "
                                                  "comparable the runs are, the cause, the top movers (categories, "
@@ -310,7 +322,8 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
             for name, fn, schema, doc in specs]
 
 
-TOOL_NAMES = ("list_traces", "list_steps", "explain_step", "critical_subgraph", "compare_steps", "compare_runs",
+TOOL_NAMES = ("list_traces", "list_steps", "explain_step", "critical_subgraph", "compare_steps", "compare_ranks",
+              "compare_runs",
               "stragglers", "similar_findings", "whatif", "optimize", "playbook_search", "job_bound", "top_ops",
               "rank_like_peers", "whatif_run", "cypher")
 

@@ -128,14 +128,18 @@ def _findings(data: dict, console: Console, verbose: bool) -> None:
     elif not major:
         console.print("No bottleneck found: no step stands out and no category dominates.")
     else:
+        shown, folded = _fold_waits(major) if not verbose else (major, {})
         _print_findings(console, "Findings, largest impact first" + ("" if verbose else " (-v: all the evidence)"),
-                        major[:15], verbose)
+                        (shown if verbose else _alike_joined(shown))[:15], verbose, folded)
     if minor:
-        _print_findings(console, "Minor: in steps that are not slow (not their cause)", minor[:5], verbose)
+        _print_findings(console, "Minor: in steps that are not slow (not their cause)",
+                        (minor if verbose else _alike_joined(minor))[:5], verbose)
 
 
-def _print_findings(console: Console, title: str, findings: list[dict], verbose: bool) -> None:
-    """One line per finding (impact, category, step, ranks), its evidence's first clause beneath."""
+def _print_findings(console: Console, title: str, findings: list[dict], verbose: bool,
+                    folded: dict[int, list[dict]] | None = None) -> None:
+    """One line per finding (impact, category, step, ranks), its evidence's first clause beneath, and
+    beneath a cause the waits folded into it."""
     console.print(f"[bold]{title}[/]", highlight=False)
     wide = max(len(f["category"]) for f in findings)
     for f in findings:
@@ -144,6 +148,55 @@ def _print_findings(console: Console, title: str, findings: list[dict], verbose:
         ranks = ("rank " if len(f["ranks"]) == 1 else "ranks ") + ranks_text(f["ranks"])
         console.print(head + middle(ranks, max(console.width - len(head), 10)), markup=False, highlight=False)
         paragraph(console, _evidence(f["evidence"], console.width - _INDENT, verbose), _INDENT)
+        if (folded or {}).get(id(f)):
+            paragraph(console, _waits_text(folded[id(f)]), _INDENT)
+
+
+_WAITS = ("pipeline_bubble", "exposed_communication")
+
+
+def _fold_waits(findings: list[dict]) -> tuple[list[dict], dict[int, list[dict]]]:
+    """The findings with the waits a step's cause made (the GPUs idle for it, the collectives exposed
+    by it in that step) taken out, and per cause (by ``id``) the waits it made."""
+    causes = {f["step"]: f for f in findings if f.get("cause") and f["category"] not in _WAITS}
+    folded: dict[int, list[dict]] = {}
+    shown = []
+    for f in findings:
+        cause = causes.get(f["step"])
+        if cause is not None and f is not cause and f["category"] in _WAITS:
+            folded.setdefault(id(cause), []).append(f)
+        else:
+            shown.append(f)
+    return shown, folded
+
+
+def _alike_joined(findings: list[dict]) -> list[dict]:
+    """One line for the findings of one category and step on several ranks (a 64-rank job's 64 pipeline
+    bubbles): the largest's impact and evidence, with every rank; a step's cause stays alone."""
+    out: list[dict] = []
+    at: dict[tuple, dict] = {}
+    for f in findings:
+        key = (f["category"], f["step"])
+        if f.get("cause"):
+            out.append(f)
+        elif key in at:
+            at[key]["ranks"] = sorted({*at[key]["ranks"], *f["ranks"]})
+        else:
+            at[key] = dict(f)
+            out.append(at[key])
+    return out
+
+
+def _waits_text(waits: list[dict]) -> str:
+    """``+ waits it made: pipeline_bubble on ranks 0-4, 6-15 (149.7-150.0 ms each)...``"""
+    parts = []
+    for category in dict.fromkeys(w["category"] for w in waits):
+        mine = [w for w in waits if w["category"] == category]
+        ranks = sorted({r for w in mine for r in w["ranks"]})
+        low, high = min(w["impact_ms"] for w in mine), max(w["impact_ms"] for w in mine)
+        size = f"{high:.1f} ms" if round(low, 1) == round(high, 1) else f"{low:.1f}-{high:.1f} ms"
+        parts.append(f"{category} on rank{'s' if len(ranks) > 1 else ''} {ranks_text(ranks)} ({size})")
+    return "+ the waits it made (-v: each): " + "; ".join(parts)
 
 
 def _evidence(text: str, width: int, verbose: bool) -> str:
@@ -181,9 +234,12 @@ def _why_slowest(data: dict, console: Console, verbose: bool) -> None:
     bound = [b for b in data["gpu_bound"] if b["rank"] == rank and b["step"] in (step, None)]
     for b in bound[:1]:
         paragraph(console, "- " + (b["evidence"] if verbose else brief(b["evidence"], console.width - 4)))
-    for f in reasons[:3]:
+    shown, folded = _fold_waits(reasons) if not verbose else (reasons, {})
+    for f in shown[:3]:
         lead = f"- {f['category']}: "
         paragraph(console, lead + _evidence(f["evidence"], console.width - 2 - len(lead), verbose))
+        if folded.get(id(f)):
+            paragraph(console, "  " + _waits_text(folded[id(f)]))
     console.print("  largest items on its critical path:")
     for e in slowest["top_contributors"][:5]:
         line = f"    {e['contrib_us'] / 1000:8.2f} ms  {e['category']:<15} rank {e['rank']}  "

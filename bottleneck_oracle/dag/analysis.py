@@ -79,7 +79,7 @@ def analyze(trace: Trace, steps_from: str | None = None, align_clocks: bool = Tr
     slow = find_slow_steps(reports)
     gpu = step_gpu_timeline(graph)
     slow_numbers = {s.step for s in slow}
-    findings = find_bottlenecks(graph, complete, slow_numbers, gpu)
+    findings = find_bottlenecks(graph, complete, slow_numbers, gpu, points)
     # the slow steps are explained, and every step of a trace too short to compare its steps
     judged = {s.step for s, _ in compare_steps(complete)}
     explain = slow_numbers | ({r.step for r in complete} - judged)

@@ -9,8 +9,9 @@ another rank reached late. The rule follows the wait to the rank that made it:
   slow compute...) or, where no detector named it (a one-step trace has no peers to compare with),
   what its critical path ran in the window the others waited (idle host: a host pause; data loading;
   blocking syncs; else a straggler);
-- otherwise the step's largest finding; a collective every rank waits in is exposed communication, on
-  the rank that waited longest, the others' waits beside it.
+- otherwise the step's largest finding, but a wait (a pipeline bubble, exposed communication) gives way
+  to a stall of the step at least half its size, which it waited for; a collective every rank waits in
+  is exposed communication, on the rank that waited longest, the others' waits beside it.
 
 The cause is one of the findings (marked ``cause``), with the ranks that waited for it and how long
 (``waiting``, ``waited_ms``); a cause no detector found is added to the findings.
@@ -31,7 +32,7 @@ from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.severity import bound_findings
 from bottleneck_oracle.dag.types import Bottleneck, Category
 
-__all__ = ["LATE_SHARE", "Late", "late_ranks", "with_causes"]
+__all__ = ["LATE_SHARE", "STALL_SHARE", "Late", "late_ranks", "with_causes"]
 
 LATE_SHARE = 0.10  # of the step's wall: how long the others must wait for a late rank to make it the cause
 # what a late rank's critical path ran while the others waited, as the cause it names
@@ -43,6 +44,10 @@ _OWN = (Bottleneck.HOST_PAUSE, Bottleneck.DATALOADER_STALL, Bottleneck.SLOW_COMP
 # the late rank's own largest finding leads to what made it late, the lateness itself (its straggler
 # finding, often the larger by the waits it caps) included
 _LATE = (*_OWN, Bottleneck.STRAGGLER_RANK)
+# waits: a GPU idle for a pipeline neighbour, a collective not hidden; a stall of the step at least
+# STALL_SHARE as large is what they waited for (every stage's loader stalled: the next stage's GPU idles)
+_WAITS = (Bottleneck.PIPELINE_BUBBLE, Bottleneck.EXPOSED_COMMUNICATION)
+STALL_SHARE = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,13 +74,14 @@ class Late:
 
 
 def late_ranks(g: ExecGraph) -> dict[int, list[Late]]:
-    """Per step, every rank that reached one of its collectives after another member, longest wait
-    first (pipeline send/recv pairs left out: a receive is posted early by design)."""
+    """Per step, every rank that reached one of its collectives after another member, by more than it
+    had waited itself, longest wait first (pipeline send/recv pairs left out: a receive is posted early
+    by design)."""
     waits: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
     worst: dict[tuple[int, int], tuple[int, int]] = {}
     for c in collective_arrivals(g):
-        if c.kind == "sendrecv" and len(c.ranks) == 2:
-            continue
+        if (c.kind == "sendrecv" and len(c.ranks) == 2) or c.own_ns < c.lateness_ns / 2:
+            continue  # late by what it waited for itself: the wait is the other rank's doing
         arrive, key = int(g.start_ns[c.last_node]), (c.step, c.last_rank)
         for node, rank in zip(c.members, c.ranks):
             wait = arrive - int(g.start_ns[node])
@@ -93,7 +99,7 @@ def late_ranks(g: ExecGraph) -> dict[int, list[Late]]:
 
 def with_causes(g: ExecGraph, reports: list[StepReport], findings: list[Finding], steps: set[int]) -> list[Finding]:
     """``findings`` with the cause of each step of ``steps`` marked (``cause``, with ``waiting`` and
-    ``waited_ms``), a cause no detector found added after them.
+    ``waited_ms``) and moved ahead of its step's other findings, a cause no detector found added.
 
     Args:
         reports: the complete steps.
@@ -106,6 +112,17 @@ def with_causes(g: ExecGraph, reports: list[StepReport], findings: list[Finding]
         by_step[r.step].append(r)
     for step in sorted(steps & by_step.keys()):
         _mark(g, out, by_step[step], step, lates.get(step, []), reports)
+    return _causes_first(out)
+
+
+def _causes_first(findings: list[Finding]) -> list[Finding]:
+    """``findings`` in their order, but each step's cause moved ahead of the other findings of its
+    step: it explains them (the waits it made are often as large, and on more ranks)."""
+    out = list(findings)
+    for cause in [f for f in findings if f.cause]:
+        first = next(i for i, f in enumerate(out) if f.step == cause.step and f.severity == cause.severity)
+        out.remove(cause)
+        out.insert(first, cause)
     return out
 
 
@@ -124,6 +141,10 @@ def _mark(g: ExecGraph, out: list[Finding], reports: list[StepReport], step: int
         return f.impact_ms
 
     best = max(mine, key=lambda i: weight(out[i]), default=None)
+    stall = max((i for i in mine if out[i].category in _OWN), key=lambda i: out[i].impact_ms, default=None)
+    if best is not None and stall is not None and out[best].category in _WAITS \
+            and out[stall].impact_ms >= STALL_SHARE * weight(out[best]):
+        best = stall
     if late is not None and (best is None or ms(late.longest_ns) >= weight(out[best])
                              or (late.rank in out[best].ranks and out[best].category in _LATE)):
         i = _late_cause(g, out, reports, step, late, all_reports)
@@ -146,7 +167,7 @@ def _late_cause(g: ExecGraph, out: list[Finding], reports: list[StepReport], ste
                 all_reports: list[StepReport]) -> int:
     """Index in ``out`` of what made ``late.rank`` late: its own finding of the step, else a finding
     made from what its critical path ran while the others waited (appended)."""
-    own = [i for i, f in enumerate(out) if f.step == step and f.ranks == (late.rank,) and f.category in _OWN]
+    own = [i for i, f in enumerate(out) if f.step == step and f.ranks[:1] == (late.rank,) and f.category in _OWN]
     if own:
         return max(own, key=lambda i: out[i].impact_ms)
     report = next((r for r in reports if r.rank == late.rank), None)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bottleneck_oracle.dag.collectives import ARRIVAL_TOL_NS
+from bottleneck_oracle.dag.finding import rank_ranges
 from bottleneck_oracle.dag.gpu_detectors import p2p_nodes
 from bottleneck_oracle.dag.graph import ExecGraph
 
@@ -174,17 +175,6 @@ def _join_by_transfers(g: ExecGraph, offset: np.ndarray, reference: np.ndarray) 
 
 
 
-def _ranges(ranks: list[int]) -> str:
-    """``[8, 9, 10, 12]`` → ``8-10, 12``."""
-    runs: list[list[int]] = []
-    for r in ranks:
-        if runs and r == runs[-1][-1] + 1:
-            runs[-1].append(r)
-        else:
-            runs.append([r])
-    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs)
-
-
 def moved_clocks(c: ClockEstimate) -> str:
     """What was moved, per reference rank: ``against rank 0's clock, ranks 8-15 read 3.000 ms ahead
     (...)``, and the groups of ranks whose clock against the first could not be read."""
@@ -194,7 +184,7 @@ def moved_clocks(c: ClockEstimate) -> str:
         groups[int(c.reference[r])][round(int(c.offset_ns[r]) / 1000)].append(r)
     parts = []
     for ref, by_us in sorted(groups.items()):
-        each = [f"rank{'s' if len(ranks) > 1 else ''} {_ranges(ranks)} read {abs(us) / 1000:.3f} ms "
+        each = [f"rank{'s' if len(ranks) > 1 else ''} {rank_ranges(ranks)} read {abs(us) / 1000:.3f} ms "
                 f"{'ahead' if us > 0 else 'behind'}" for us, ranks in sorted(by_us.items(), key=lambda kv: kv[1][0])]
         parts.append(f"against rank {ref}'s clock, {', '.join(each)}")
     shared = min((int(c.evidence[r]) for r in moved), default=0)
@@ -202,13 +192,13 @@ def moved_clocks(c: ClockEstimate) -> str:
     out = f"{'; '.join(parts)} (each from {shared}+ shared collectives, their ends within {spread:.3f} ms once aligned)"
     by_transfers = np.flatnonzero(c.transfers).tolist()
     if by_transfers:
-        out += (f"; ranks {_ranges(by_transfers)} share no all-reduce, all-gather or reduce-scatter with rank "
+        out += (f"; ranks {rank_ranges(by_transfers)} share no all-reduce, all-gather or reduce-scatter with rank "
                 f"{int(c.reference[by_transfers[0]])}'s "
                 f"and were joined through {int(c.transfers[by_transfers].min())}+ GPU point-to-point transfers, "
                 "whose two ends finish together")
     roots = sorted(set(c.reference[c.evidence > 0].tolist()))
     for root in roots[1:] if moved else []:  # pipeline stages joined by transfers only, say
         apart = np.flatnonzero((c.reference == root) & (c.evidence > 0)).tolist()
-        out += (f"; ranks {_ranges(apart)} share no all-reduce, all-gather or reduce-scatter with rank {roots[0]}'s, "
+        out += (f"; ranks {rank_ranges(apart)} share no all-reduce, all-gather or reduce-scatter with rank {roots[0]}'s, "
                 "and no GPU transfer that says otherwise: their clock against it is left as recorded")
     return out

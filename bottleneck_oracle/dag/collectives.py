@@ -10,8 +10,10 @@ blocking collective; doubtful matches get no cross-rank edge.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import accumulate
 
 import numpy as np
 
@@ -182,6 +184,8 @@ class CollectiveArrival:
         last_rank (int): the rank that arrived last.
         last_node (int): its member node.
         lateness_ns (int): its arrival minus the median arrival of the others.
+        relayed_ns (int): how long the last rank had itself waited for another rank earlier in the step,
+            inside a collective or a transfer: lateness passed on, not made (``own_ns``).
     """
 
     instance: int
@@ -192,14 +196,23 @@ class CollectiveArrival:
     last_rank: int
     last_node: int
     lateness_ns: int
+    relayed_ns: int = 0
+
+    @property
+    def own_ns(self) -> int:
+        """The lateness the last rank made itself: what it brought beyond the waits it passed on."""
+        return max(self.lateness_ns - self.relayed_ns, 0)
 
 
 def collective_arrivals(g: ExecGraph) -> list[CollectiveArrival]:
-    """One record per reliable collective instance, in instance order."""
+    """One record per reliable collective instance, in instance order, each with the waits its last
+    rank had passed on (``relayed_ns``)."""
     members = np.flatnonzero(g.collective >= 0)
     order = members[np.lexsort((g.rank[members], g.collective[members]))]
     step = g.step
     out = []
+    # per (step, rank): (when the wait ended, how long), every wait of a rank inside an instance
+    waits: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
     for group in np.split(order, np.flatnonzero(np.diff(g.collective[order])) + 1):
         if not len(group):
             continue
@@ -208,13 +221,32 @@ def collective_arrivals(g: ExecGraph) -> list[CollectiveArrival]:
             continue
         last = int(group[np.argmax(g.start_ns[group])])
         others = group[group != last]
+        arrive = int(g.start_ns[last])
+        for node in others.tolist():
+            waits[(int(step[node]), int(g.rank[node]))].append((arrive, arrive - int(g.start_ns[node])))
         out.append(CollectiveArrival(
             instance=iid, kind=g.collectives.kind[iid], step=int(step[last]),
             members=tuple(group.tolist()), ranks=tuple(g.rank[group].tolist()),
             last_rank=int(g.rank[last]), last_node=last,
-            lateness_ns=int(g.start_ns[last] - np.median(g.start_ns[others])),
+            lateness_ns=int(arrive - np.median(g.start_ns[others])),
         ))
-    return out
+    relayed = {key: _running_max(w) for key, w in waits.items()}
+    return [replace(c, relayed_ns=_relayed(relayed.get((c.step, c.last_rank)), int(g.start_ns[c.last_node])))
+            for c in out]
+
+
+def _running_max(waits: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """Waits by when they ended, and the longest up to each."""
+    waits.sort()
+    return [end for end, _ in waits], list(accumulate((w for _, w in waits), max))
+
+
+def _relayed(waits: tuple[list[int], list[int]] | None, arrive: int) -> int:
+    """The longest of a rank's waits that ended by the time it arrived."""
+    if waits is None:
+        return 0
+    i = bisect_right(waits[0], arrive)
+    return waits[1][i - 1] if i else 0
 
 
 def _per_member(instance: np.ndarray, reliable: np.ndarray, value: np.ndarray, latest: bool,

@@ -127,7 +127,8 @@ def stragglers(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[
     for c in collective_arrivals(g):
         if c.kind == "sendrecv" and len(c.ranks) == 2:
             continue  # a pipeline receive is posted early by design: that is a bubble, not a straggler
-        if c.lateness_ns >= max(MIN_NS, STRAGGLER_SHARE * typical.get(c.last_rank, 0.0)):
+        # a rank late only by what it waited for itself passes the lateness on: not a straggler
+        if c.own_ns >= max(MIN_NS, STRAGGLER_SHARE * typical.get(c.last_rank, 0.0)):
             waiting = sorted(set(c.ranks) - {c.last_rank})
             late[(c.step, c.last_rank)].append((c.lateness_ns, c.last_node, waiting))
     out = []

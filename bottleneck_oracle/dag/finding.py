@@ -19,7 +19,7 @@ from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.types import CATEGORIES, Bottleneck, Category
 
 __all__ = ["ANOMALY_SHARE", "CAT_INDEX", "MAJOR", "MINOR", "MIN_NS", "UNTRACED_SHARE", "Finding", "ms", "own_ns",
-           "top_ops", "untraced_matters", "untraced_wait", "untraced_wait_ns"]
+           "rank_ranges", "top_ops", "untraced_matters", "untraced_wait", "untraced_wait_ns"]
 
 MIN_NS = 1_000_000  # nothing under 1 ms is worth a finding
 ANOMALY_SHARE = 0.10  # of the median step: how much extra time makes an anomaly (in a slow step)
@@ -63,6 +63,17 @@ class Finding:
 def ms(ns: float) -> float:
     """ns → ms, rounded to µs."""
     return round(float(ns) / 1e6, 3)
+
+
+def rank_ranges(ranks: list[int]) -> str:
+    """``[8, 9, 10, 12]`` → ``8-10, 12``."""
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs)
 
 
 def own_ns(r: StepReport, cat: Category) -> int:

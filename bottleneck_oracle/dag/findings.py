@@ -15,14 +15,16 @@ from bottleneck_oracle.dag.gpu_bound import agree_with_gpu
 from bottleneck_oracle.dag.gpu_detectors import host_bound, host_syncs, p2p_nodes, pipeline_bubbles
 from bottleneck_oracle.dag.gpu_timeline import GpuTimeline
 from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.points import PointGraph
 from bottleneck_oracle.dag.severity import bound_findings
+from bottleneck_oracle.dag.shared_stalls import join_shared_stalls
 from bottleneck_oracle.dag.types import Bottleneck, Category
 
 __all__ = ["Finding", "find_bottlenecks"]
 
 
 def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[int],
-                     gpu: GpuTimeline | None = None) -> list[Finding]:
+                     gpu: GpuTimeline | None = None, points: PointGraph | None = None) -> list[Finding]:
     """Every finding of every detector, impacts capped by their step's excess and, on the host side,
     by the GPU's idle time (``dag/gpu_bound.py``): major findings first, largest impact first, then
     the minor ones (anomalies of steps that are not slow).
@@ -31,6 +33,8 @@ def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[in
         reports: the complete steps (partial ones left out).
         slow_steps: step numbers slow on some rank; step anomalies are looked for only there.
         gpu: the GPU timeline of every row of ``g.steps``; None leaves host-side findings uncapped.
+        points: the point graph of ``g``, to find the ranks that had a step's stall too
+            (``dag/shared_stalls.py``); None leaves each stall on the rank its path names.
     """
     own = lambda cat: (lambda r: own_ns(r, cat))  # noqa: E731
     mask = lambda cat: (lambda r: (r.path_category == CAT_INDEX[cat]) & (r.path_rank == r.rank))  # noqa: E731
@@ -65,6 +69,8 @@ def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[in
     # what made a rank late explains the slow steps of the ranks that waited for it
     late = {(f.step, f.ranks) for f in best.values() if f.category == Bottleneck.STRAGGLER_RANK and f.severity == MAJOR}
     kept = [replace(f, severity=MAJOR) if (f.step, f.ranks) in late else f for f in best.values()]
+    if points is not None:
+        kept = join_shared_stalls(g, points, reports, kept)
     return sorted(kept, key=_rank_key(kept))
 
 

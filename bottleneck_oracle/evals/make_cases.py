@@ -66,6 +66,9 @@ def _default_jobs() -> list[_Job]:
               ("pipeline_bubble@3=20ms", _PP2, ())]
     jobs = [_Job(f"synth_{inj.split('@')[0]}", "synth", job, inj, (f"fix {inj.split('@')[0]}", *extra), i % 3)
             for i, (inj, job, extra) in enumerate(faults)]
+    # every rank stalls at once: fixed on the rank the critical path names alone, the next rank's stall binds
+    jobs.append(_Job("synth_dataloader_stall_every_rank", "synth", {**_DP2, "dp": 4}, "dataloader_stall@3=40ms",
+                     ("fix dataloader_stall",), None))
     clean = [{**_DP2, "seed": 0}, {**_PP2, "model": "gpt2-small", "seed": 1}, {**_DP2, "hardware": "A100", "seed": 2}]
     edits = [("scale op=allreduce x2", "scale op=gemm x2"), ("scale op=gemm x2",), ()]
     return jobs + [_Job(f"clean_s{i}", "synth", job, "", edits[i], i) for i, job in enumerate(clean)]

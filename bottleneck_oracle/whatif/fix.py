@@ -21,9 +21,10 @@ from bottleneck_oracle.dag import _kernels
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.detectors import compute_time
-from bottleneck_oracle.dag.finding import Finding
+from bottleneck_oracle.dag.finding import Finding, rank_ranges
 from bottleneck_oracle.dag.gpu_detectors import p2p_nodes
 from bottleneck_oracle.dag.points import LANE
+from bottleneck_oracle.dag.shared_stalls import STALLS, stall_edges, thread_excess
 from bottleneck_oracle.dag.types import CATEGORIES, Category, EdgeType, NodeKind, Role
 from bottleneck_oracle.dag.whatif import own_time
 from bottleneck_oracle.errors import ConfigError
@@ -76,21 +77,47 @@ def apply_fix(a: Analysis, edit: Edit, step: int, edge_scale: np.ndarray, speedu
         for report, ranks in _reports(a, f):
             edges = _kernels.walk_back(a.points.binding, a.points.src, a.points.t, report.end_point, report.start_ns)
             mine = edges[_path_mask(a, edges, edit.category, ranks, p2p)]
-            weight = a.points.weight[mine].clip(min=0) * edge_scale[mine]
-            total = float(weight.sum())
             # a chronic finding's time is what the category takes in every step: all of it goes
-            amount = total if f.step is None else min(f.impact_ms * 1e6, total)
-            if amount > 0:
-                level = water_level(weight, amount)
-                over = weight > level
-                with np.errstate(divide="ignore"):  # a level of 0 removes them: an infinite speed-up
-                    _shorten(a, mine[over], weight[over] / level, edge_scale, speedup)
-                hit += int(over.sum())
-                removed_ms += amount / 1e6
+            cut, amount = _cut(a, mine, None if f.step is None else f.impact_ms * 1e6, edge_scale, speedup)
+            hit, removed_ms = hit + cut, removed_ms + amount / 1e6
+        for edges, excess_ns in _stalled_with(a, f):
+            cut, amount = _cut(a, edges, excess_ns, edge_scale, speedup)
+            hit, removed_ms = hit + cut, removed_ms + amount / 1e6
     chronic = " (a chronic finding: all of it, in every step; an upper bound)" if any(
         f.step is None for f in found) else ""
+    shared = sorted({r for f in found if f.category in STALLS and f.step is not None for r in f.ranks[1:]})
+    threads = f", and off the step threads of rank(s) {rank_ranges(shared)}, which stalled with it," if shared else ""
     return hit, (f"{edit}: {removed_ms:.3f} ms of {_WHAT[edit.category]} taken off the critical path where the "
-                 f"finding puts it (its longest segments first){chronic}, the rest of the step replayed as recorded")
+                 f"finding puts it{threads} (its longest segments first){chronic}, the rest of the step replayed "
+                 "as recorded")
+
+
+def _cut(a: Analysis, edges: np.ndarray, amount_ns: float | None, edge_scale: np.ndarray,
+         speedup: np.ndarray) -> tuple[int, float]:
+    """Cuts ``amount_ns`` (None: all) off ``edges``, longest first down to a common level; returns how
+    many edges it shortened and the ns it cut."""
+    weight = a.points.weight[edges].clip(min=0) * edge_scale[edges]
+    total = float(weight.sum())
+    amount = total if amount_ns is None else min(amount_ns, total)
+    if amount <= 0:
+        return 0, 0.0
+    level = water_level(weight, amount)
+    over = weight > level
+    with np.errstate(divide="ignore"):  # a level of 0 removes them: an infinite speed-up
+        _shorten(a, edges[over], weight[over] / level, edge_scale, speedup)
+    return int(over.sum()), amount
+
+
+def _stalled_with(a: Analysis, f: Finding) -> list[tuple[np.ndarray, int]]:
+    """Per rank that stalled with the finding's own (``dag/shared_stalls.py``): its step thread's edges
+    of the stall's category in the step, and how much more than its median they took."""
+    if f.category not in STALLS or f.step is None or len(f.ranks) < 2:
+        return []
+    g, category = a.graph, STALLS[f.category]
+    edges, row = stall_edges(g, a.points, category)
+    excess = thread_excess(g, a.points, [r for r in a.steps if (r.step, r.rank) not in a.partial_steps], category)
+    row_of = g.steps.row_of()
+    return [(edges[row == row_of[(f.step, rank)]], excess.get((f.step, rank), 0)) for rank in f.ranks[1:]]
 
 
 def _shorten(a: Analysis, edges: np.ndarray, factor: np.ndarray, edge_scale: np.ndarray,
@@ -185,7 +212,8 @@ def _reports(a: Analysis, f: Finding) -> list[tuple[StepReport, tuple[int, ...]]
     if f.category == Bottleneck.STRAGGLER_RANK and f.waiting:
         waited = [r for r in complete if r.step == f.step and r.rank in f.waiting]
         return [(max(waited, key=lambda r: r.wall_ns), f.ranks)] if waited else []
-    return [(r, (r.rank,)) for r in complete if r.rank in f.ranks and (f.step is None or r.step == f.step)]
+    ranks = f.ranks[:1] if f.category in STALLS and f.step is not None else f.ranks  # the others: _stalled_with
+    return [(r, (r.rank,)) for r in complete if r.rank in ranks and (f.step is None or r.step == f.step)]
 
 
 def _back_to_normal(a: Analysis, f: Finding, speedup: np.ndarray) -> int:

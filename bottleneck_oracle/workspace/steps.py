@@ -10,14 +10,14 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from bottleneck_oracle.dag.finding import untraced_matters
+from bottleneck_oracle.dag.finding import rank_ranges, untraced_matters
 from bottleneck_oracle.dag.types import CATEGORIES
 from bottleneck_oracle.errors import ConfigError, NotFoundError
 from bottleneck_oracle.graphdb import GraphStore
 from bottleneck_oracle.graphdb.tables import GPU_FIELDS
 from bottleneck_oracle.workspace.loaded import LoadedTrace
 
-__all__ = ["compare_steps", "explain_step", "list_steps", "pick_step", "step_rows", "stragglers"]
+__all__ = ["compare_ranks", "compare_steps", "explain_step", "list_steps", "pick_step", "step_rows", "stragglers"]
 
 TOP_OPS = 8
 _CATS = tuple(c.value for c in CATEGORIES)
@@ -147,6 +147,14 @@ def _findings(store: GraphStore, t: LoadedTrace, step: int) -> list[dict[str, An
             for f in store.read("step_findings", {"trace": t.trace_id, "step": step})]
 
 
+def _late_findings(findings: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:
+    """The major findings of ``step`` that name a rank the others waited for: its cause when ranks waited
+    for it (what made the rank late) first, then its ``straggler_rank`` findings, largest first."""
+    major = [f for f in findings if f["step"] == step and f["severity"] == "major"]
+    return ([f for f in major if f["is_cause"] and f["waited"]]
+            + [f for f in major if f["category"] == "straggler_rank" and not (f["is_cause"] and f["waited"])])
+
+
 def _cause(findings: list[dict[str, Any]], step: int) -> dict[str, Any] | None:
     """The step's cause (``dag/cause.py``: what delayed it, on the rank that did, with the ranks that
     waited and how long), else its first major finding (a chronic one when the step has none)."""
@@ -155,13 +163,18 @@ def _cause(findings: list[dict[str, Any]], step: int) -> dict[str, Any] | None:
     return None if found is None else found | {"rank": found["ranks"][0] if found["ranks"] else None}
 
 
+def _step_range(row: dict[str, Any]) -> bool:
+    """Whether an op row is a step's own ``ProfilerStep#N`` range."""
+    return row["kind"] == "annotation" and row["name"].startswith("ProfilerStep#")
+
+
 def _top_ops(store: GraphStore, t: LoadedTrace, step: int, rank: int, k: int = TOP_OPS) -> list[dict[str, Any]]:
     """The ops (by name) that carry most of the step's critical path; the step's own annotation, which
     spans the whole step, is left out (its gaps show as idle in the breakdown)."""
     rows = store.read("top_critical_ops", {"trace": t.trace_id, "step": step, "rank": rank, "k": 10 * k})
     grouped: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:
-        if r["kind"] == "annotation" and r["name"].startswith("ProfilerStep#"):
+        if _step_range(r):
             continue
         g = grouped.setdefault((r["name"], r["kind"]), {"op": r["name"], "kind": r["kind"], "ranks": set(),
                                                          "count": 0, "critical_us": 0.0, "dur_us": 0.0})
@@ -214,6 +227,46 @@ def explain_step(store: GraphStore, t: LoadedTrace, step: int | None = None, ran
     return out
 
 
+def compare_ranks(store: GraphStore, t: LoadedTrace, rank_b: int, rank_a: int | None = None,
+                  step: int | None = None) -> dict[str, Any]:
+    """Rank ``rank_b`` against ``rank_a`` (default: the step's typical rank, its median wall time) in one
+    step (default: the complete step where their critical paths differ most): wall time, each category
+    of their critical paths, what each GPU did, and each rank's major findings of the step; ``cause``:
+    the step's cause (``dag/cause.py``), which names the rank that delayed the step."""
+    read = _rows(store, t)
+    complete = {(r["step"], r["rank"]): r for r in read if not r["partial"]}
+    ranks = sorted({r["rank"] for r in read})
+    for asked in (rank_b, rank_a):
+        if asked is not None and asked not in ranks:
+            raise NotFoundError(f"rank {asked}: trace {t.name} has ranks {rank_ranges(ranks)}")
+
+    def typical(s: int) -> int:  # of the other ranks
+        walls = sorted((r["wall_ms"], k[1]) for k, r in complete.items() if k[0] == s and k[1] != rank_b)
+        return walls[(len(walls) - 1) // 2][1] if walls else rank_b
+
+    def apart(s: int) -> float:
+        other = rank_a if rank_a is not None else typical(s)
+        if (s, rank_b) not in complete or (s, other) not in complete:
+            return -1.0
+        a, b = _breakdown(complete[(s, other)]), _breakdown(complete[(s, rank_b)])
+        return sum(abs(b[c] - a[c]) for c in _CATS)
+
+    if step is None and complete:
+        step = max(sorted({k[0] for k in complete}), key=apart)
+    step, rank_b = pick_step(store, t, step, rank_b, read)
+    step, rank_a = pick_step(store, t, step, typical(step) if rank_a is None else rank_a, read)
+    rows = {(r["step"], r["rank"]): r for r in read}
+    a, b = rows[(step, rank_a)], rows[(step, rank_b)]
+    ba, bb = _breakdown(a), _breakdown(b)
+    findings = [f for f in _findings(store, t, step) if f["severity"] == "major" and f["step"] == step]
+    return {"trace": t.name, "step": step, "rank_a": rank_a, "rank_b": rank_b, "wall_a_ms": _ms(a["wall_ms"]),
+            "wall_b_ms": _ms(b["wall_ms"]), "delta_ms": _ms(b["wall_ms"] - a["wall_ms"]),
+            "breakdown_delta_ms": dict(sorted(((c, _ms(bb[c] - ba[c])) for c in _CATS), key=lambda kv: -abs(kv[1]))),
+            "gpu_a": _gpu(a), "gpu_b": _gpu(b), "cause": _cause(findings, step),
+            "findings_a": [f for f in findings if rank_a in f["ranks"]],
+            "findings_b": [f for f in findings if rank_b in f["ranks"]]}
+
+
 def compare_steps(store: GraphStore, t: LoadedTrace, step_a: int, step_b: int,
                   rank: int | None = None) -> dict[str, Any]:
     """Step ``step_b`` against ``step_a`` on one rank (default: ``step_b``'s slowest): wall time, each
@@ -224,8 +277,9 @@ def compare_steps(store: GraphStore, t: LoadedTrace, step_a: int, step_b: int,
     rows = {(r["step"], r["rank"]): r for r in read}
     a, b = rows[(step_a, rank)], rows[(step_b, rank)]
     ba, bb = _breakdown(a), _breakdown(b)
-    ops = store.read("compare_steps", {"trace": t.trace_id, "rank": rank, "step_a": step_a, "step_b": step_b,
-                                       "k": TOP_OPS})
+    ops = [r for r in store.read("compare_steps", {"trace": t.trace_id, "rank": rank, "step_a": step_a,
+                                                   "step_b": step_b, "k": TOP_OPS + 2})
+           if not _step_range(r)][:TOP_OPS]  # each step's own range is named for its step: not an op that moved
     return {"trace": t.name, "rank": rank, "step_a": step_a, "step_b": step_b, "wall_a_ms": _ms(a["wall_ms"]),
             "wall_b_ms": _ms(b["wall_ms"]), "delta_ms": _ms(b["wall_ms"] - a["wall_ms"]),
             "breakdown_delta_ms": dict(sorted(((c, _ms(bb[c] - ba[c])) for c in _CATS), key=lambda kv: -abs(kv[1]))),
@@ -236,10 +290,15 @@ def compare_steps(store: GraphStore, t: LoadedTrace, step_a: int, step_b: int,
 
 
 def stragglers(store: GraphStore, t: LoadedTrace, step: int | None = None) -> dict[str, Any]:
-    """Per collective of a step (default: the slowest), the rank that arrived last and by how much
-    against the others' median arrival; per rank, how often it was last; and the straggler the
-    analysis found (a rank is one only when a ``straggler_rank`` finding says so: some rank is always
-    last, by a little)."""
+    """Per collective of a step, the rank that arrived last and by how much against the others' median
+    arrival; per rank, how often it was last; and the late ranks the analysis found (a rank is one only
+    when a finding says the others waited for it: a ``straggler_rank`` finding, or the step's cause
+    with the ranks that waited; some rank is always last, by a little). The step defaults to the slow
+    step with the longest such wait, else the slowest."""
+    if step is None:
+        late = [(f["impact_ms"], s) for s in dict.fromkeys(r["step"] for r in store.read(
+            "slow_steps", {"trace": t.trace_id})) for f in _late_findings(_findings(store, t, s), s)]
+        step = max(late)[1] if late else None
     step, _ = pick_step(store, t, step)
     rows = store.read("collective_stragglers", {"trace": t.trace_id, "step": step})
     collectives = [{"collective": r["instance"], "kind": r["kind"], "last_rank": r["slowest_rank"], "op": r["op"],
@@ -249,7 +308,7 @@ def stragglers(store: GraphStore, t: LoadedTrace, step: int | None = None) -> di
         per_rank[c["last_rank"]].append(c["late_ms"])
     ranks = sorted(({"rank": k, "last_in": len(v), "max_late_ms": max(v), "total_late_ms": _ms(sum(v))}
                     for k, v in per_rank.items()), key=lambda r: -r["total_late_ms"])
-    found = [f for f in _findings(store, t, step) if f["category"] == "straggler_rank" and f["step"] == step]
+    found = _late_findings(_findings(store, t, step), step)
     return {"trace": t.name, "step": step, "collectives": collectives, "by_rank": ranks, "findings": found,
             "straggler": found[0]["ranks"][0] if found and found[0]["ranks"] else None}
 

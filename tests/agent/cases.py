@@ -47,8 +47,10 @@ def folder_of(a: Analysis) -> Path:
 
 
 def synth_job(folder: Path, inject: str, **job: object) -> Path:
-    """A synthetic 4-step GPU job with one injected fault (as ``tests/dag/synth_cases.py``), in ``folder``."""
-    synthesize(folder, SynthConfig(steps=4, injections=(parse_injection(inject),), **job))  # type: ignore[arg-type]
+    """A synthetic GPU job (4 steps unless ``job`` says) with the faults of ``inject`` (``;`` between two), as
+    ``tests/dag/synth_cases.py`` makes them, in ``folder``."""
+    injections = tuple(parse_injection(i) for i in inject.split(";"))
+    synthesize(folder, SynthConfig(**{"steps": 4, "injections": injections, **job}))  # type: ignore[arg-type]
     return folder
 
 

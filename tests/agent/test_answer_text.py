@@ -7,6 +7,7 @@ def test_deltas_are_signed_and_small_ones_left_out() -> None:
     assert signed(1.5) == "+1.5 ms" and signed(-2.0) == "-2.0 ms"
     assert moved({"idle": 153.454, "cpu": -2.207, "io": 0.0001}) == "idle +153.454 ms; cpu -2.207 ms"
     assert moved({}) == "nothing" and rank_list([]) == "all" and rank_list([0, 3]) == "0, 3"
+    assert rank_list([8, 0, 1, 2, 3, 9, 10, 11, 12, 13, 14, 15]) == "8, 0-3, 9-15"  # in the order given
 
 
 def test_confidence_is_high_only_when_the_predictors_agree() -> None:

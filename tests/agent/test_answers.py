@@ -107,3 +107,17 @@ def test_a_slow_down_is_answered_as_its_cost_with_nothing_to_do() -> None:
     assert "0.018 ms slower" in text and "saved" not in text and "-0.018" not in text
     reply = write_reply("whatif", read_slots(question), [Result("whatif", {}, slower)])
     assert reply.action is None and reply.check is None
+
+
+def test_a_stall_of_many_ranks_is_named_on_all_of_them_and_the_others_found_once_per_kind() -> None:
+    """16 ranks stalled together in their data loader: the verdict names the rank on the critical path and
+    the others with it; sixteen pipeline bubbles behind it are one entry with their range of impact."""
+    stall = EXPLAINED["cause"] | {"ranks": [6, *range(6), *range(7, 16)]}
+    bubbles = [{"category": "pipeline_bubble", "step": 4, "ranks": [r], "ops": ["SendRecv"], "impact_ms": 149.9 + r / 100,
+                "severity": "major", "evidence": "the GPU idled"} for r in range(16)]
+    explained = EXPLAINED | {"rank": 6, "cause": stall, "findings": [stall, *bubbles]}
+    reply = write_reply("why_slow", read_slots("why is step 4 slow?"), [Result("explain_step", {}, explained)])
+    assert "waiting for input data on rank 6 and on rank(s) 0-5, 7-15 with it" in reply.verdict
+    (also,) = [e.text for e in reply.evidence if e.text.startswith("Also found")]
+    assert also == "Also found: pipeline_bubble on rank(s) 0-15 (149.9 to 150.05 ms)."
+    assert ungrounded(reply.verdict + also, [json.dumps(explained)]) == []

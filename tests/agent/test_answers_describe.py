@@ -61,3 +61,20 @@ def test_a_comparison_with_one_trace_loaded_names_it_and_states_no_count() -> No
     assert reply.verdict == "I need two loaded traces to compare runs; the database holds only 'stall'. " \
                             "Ingest the other run first."
     assert ungrounded(reply.render(), [json.dumps(listed.data)]) == []
+
+
+def test_two_ranks_compared_name_where_their_paths_differ_and_the_steps_cause_elsewhere() -> None:
+    pause = {"category": "host_pause", "step": 3, "ranks": [5], "impact_ms": 149.75, "severity": "major",
+             "evidence": "rank 5 paused", "is_cause": True, "waited": [], "rank": 5}
+    ranks = {"trace": "t", "step": 3, "rank_a": 3, "rank_b": 5, "wall_a_ms": 279.5, "wall_b_ms": 279.75,
+             "delta_ms": 0.25, "breakdown_delta_ms": {"idle": 150.0, "communication": -149.75, "cpu": 0.0},
+             "gpu_a": {"busy_pct": 99.25}, "gpu_b": {"busy_pct": 45.75}, "cause": pause,
+             "findings_a": [], "findings_b": [pause]}
+    text = _grounded("compare_ranks", Result("compare_ranks", {}, ranks))
+    assert text.startswith("In step 3, rank 5 took 279.75 ms against 279.5 ms on rank 3 (0.25 ms).")
+    assert "idle +150.0 ms; communication -149.75 ms" in text and "45.75% on rank 5, 99.25% on rank 3" in text
+    assert "On rank 5: host_pause (149.75 ms, the cause of the step)" in text and "neither" not in text
+    elsewhere = ranks | {"rank_b": 4, "findings_b": []}
+    assert "The cause of step 3 is host_pause on rank 5, neither of these two." in _grounded(
+        "compare_ranks", Result("compare_ranks", {}, elsewhere))
+    assert describe("compare_ranks", []).verdict.startswith("I cannot tell which ranks to compare")  # none named

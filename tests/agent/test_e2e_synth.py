@@ -77,3 +77,20 @@ def test_a_job_of_many_ranks_is_answered_from_tool_results_cut_to_fit(
         assert_grounded(answer)
     assert "Rank 9 is the straggler in step 3" in straggler.answer
     assert "the GPU was busy" in busy.answer and "no GPU events" not in busy.answer
+
+
+def test_a_late_rank_and_a_stall_of_every_rank_are_each_answered_where_they_are(
+        tmp_path_factory: pytest.TempPathFactory, settings: Settings) -> None:
+    """Rank 1 straggles in step 2 and every rank's data loader stalls 150 ms in step 4. 'Which rank is the
+    straggler?' looked at the slowest step (4, no straggler) and said none did; 'why is step 4 slow?' named
+    the stall on the one rank the critical path ran through, and its fix saved 0.04 ms: the next rank's
+    stall bound. Now the straggler is rank 1 in step 2, and the stall is fixed on every rank."""
+    job = synth_job(tmp_path_factory.mktemp("late_and_stalled"), "straggler_rank@2:1;dataloader_stall@4=150ms",
+                    model="tiny", dp=4, steps=6)
+    straggler, why = ask(settings, job, "Which rank is the straggler?", "Why is step 4 slow?")
+    for answer in (straggler, why):
+        assert_grounded(answer)
+    assert "Rank 1 is the straggler in step 2" in straggler.answer, straggler.answer
+    assert_names_cause(why, category="dataloader_stall", step=4)
+    assert sorted(why.cause["ranks"]) == [0, 1, 2, 3] and "with it" in why.answer
+    assert why.suggestions[0]["gain_ms"] == pytest.approx(150, rel=0.05), why.suggestions

@@ -43,6 +43,13 @@ PARAPHRASES: dict[str, tuple[list[Call], list[str]]] = {
         "what distinguishes step 5 from step 3",
         "diff step 5 against step 3",
     ]),
+    "compare_ranks": ([Call("compare_ranks", {"rank_b": 5, "rank_a": 3})], [
+        "how is rank 5 different from rank 3",
+        "rank 5 versus rank 3: what differs",
+        "compare gpu 5 against gpu 3",
+        "what does rank 5 do that rank 3 does not",
+        "contrast ranks 5 and 3",
+    ]),
     "compare_runs": ([Call("list_traces", {})], [
         "why is the new run slower than the old run",
         "compare this run with the last one",

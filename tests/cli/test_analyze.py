@@ -164,12 +164,19 @@ def test_human_output_fits_80_columns_with_one_line_findings() -> None:
     data = json.loads(run_oracle("analyze", GPT, "--json").stdout)
     major = [f for f in data["findings"] if f["severity"] == "major"]
     assert major
-    for f in major:  # its line names the category, step, rank and impact; one evidence line beneath
+    first = {}  # one line per category and step: the largest finding's, naming every rank
+    causes = {f["step"]: f for f in major if f.get("cause")}
+    for f in major:  # but a cause's own lateness and the others' waits for it are listed under it
+        cause = causes.get(f["step"])
+        if cause is None or f is cause or f["category"] not in ("pipeline_bubble", "exposed_communication"):
+            first.setdefault((f["category"], f["step"]), f)
+    for f in first.values():  # its line names the category, step, rank and impact; one evidence line beneath
         head = next(i for i, line in enumerate(lines)
                     if f["category"] in line and f"step {f['step']}" in line and f"{f['impact_ms']:.1f} ms" in line)
         evidence = lines[head + 1].strip()
         assert evidence and evidence in f["evidence"].replace("(python) ", "") or evidence.endswith("…")
-        assert not lines[head + 2].startswith(" " * 14)  # the next line is the next finding, not more evidence
+        after = lines[head + 2]  # the next finding, not more evidence (a cause may list the waits it made)
+        assert not after.startswith(" " * 14) or after.strip().startswith("+ the waits it made")
 
 
 def test_verbose_gives_the_whole_evidence() -> None:
@@ -231,3 +238,24 @@ def test_no_color_on_a_terminal_gives_no_escape_codes() -> None:
     assert b"\x1b[" in styled  # the check can fail: on a terminal the titles are bold
     plain = _on_a_terminal("analyze", str(GPT), NO_COLOR="1")
     assert b"\x1b" not in plain and b"Why is step 5 slow?" in plain
+
+
+def test_a_cause_leads_its_step_with_the_waits_it_made_beneath(tmp_path: Path) -> None:
+    # rank 1 of 8 (dp 2 x tp 2 x pp 2) starts step 2 40 ms late: every rank's GPU then idles for it
+    job = tmp_path / "job"
+    made = run_oracle("synth", job, "--model", "tiny", "--dp", "2", "--tp", "2", "--pp", "2",
+                      "--microbatches", "2", "--inject", "straggler_rank@2:1=40ms")
+    assert made.returncode == 0, made.stderr
+    data = json.loads(run_oracle("analyze", job, "--json").stdout)
+    step2 = [f for f in data["findings"] if f["step"] == 2]
+    assert step2[0]["cause"] and step2[0]["ranks"] == [1]
+    bubbles = {r for f in step2 if f["category"] == "pipeline_bubble" for r in f["ranks"]}
+    assert bubbles == set(range(8))
+    text = " ".join(_at_columns(200, job).stdout.split())
+    findings = text[text.index("Findings"):text.index("Why is")]
+    assert findings.split(" ms ", 1)[1].startswith(f"{step2[0]['category']} step 2 rank 1 ")
+    assert "+ the waits it made (-v: each): pipeline_bubble on ranks 0-7" in findings
+    assert findings.count("pipeline_bubble") == 1 and findings.count("straggler_rank") == 1
+    chronic = [f for f in data["findings"] if f["step"] is None and f["category"] == "launch_overhead"]
+    if len(chronic) > 1:  # one line for a finding on several ranks
+        assert findings.count("launch_overhead") == 1

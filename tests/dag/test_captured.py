@@ -130,4 +130,5 @@ def test_without_the_collectives_tail_the_late_wake_is_idle_again(monkeypatch: p
     pause again (what the analysis said before the rule)."""
     monkeypatch.setattr(points, "COMM_TAIL_SHARE", 0.0)
     a = analyze(read_trace(folder("gloo_exposed_communication"), workers=1))
-    assert {f.ranks for f in a.findings if f.category == Bottleneck.HOST_PAUSE and f.step == 4} == {(0,), (1,)}
+    # both ranks' pauses, one finding (dag/shared_stalls.py: the two ranks paused alike in the step)
+    assert {r for f in a.findings if f.category == Bottleneck.HOST_PAUSE and f.step == 4 for r in f.ranks} == {0, 1}

@@ -106,3 +106,14 @@ def test_a_blocking_all_reduce_on_gloo_is_the_cause_on_both_ranks() -> None:
     cause = captured("gloo_exposed_communication").cause(4)
     assert cause is not None and cause.category == Bottleneck.EXPOSED_COMMUNICATION
     assert sorted(cause.ranks + cause.waiting) == [0, 1]
+
+
+def test_a_pipeline_waiting_behind_a_stall_of_every_stage_is_caused_by_the_stall() -> None:
+    """Every rank of a 2-stage pipeline stalls 150 ms in its data loader in step 2: each stage's GPU idles
+    as long waiting on send/recv, and the pipeline bubbles weigh as much as the stall (150.1 against 150.0
+    ms on 16 ranks, where the bubble was named). The bubble waited for the stall: the stall is the cause."""
+    a, _ = synth_case("1b", dp=2, pp=2, microbatches=4, inject="dataloader_stall@2=150ms")
+    bubbles = [f for f in a.findings if f.step == 2 and f.category == Bottleneck.PIPELINE_BUBBLE]
+    assert bubbles and max(f.impact_ms for f in bubbles) >= 0.9 * 150
+    cause = a.cause(2)
+    assert cause is not None and cause.category == Bottleneck.DATALOADER_STALL and sorted(cause.ranks) == [0, 1, 2, 3]

@@ -32,3 +32,15 @@ def test_pause_inside_a_user_range_is_a_host_pause() -> None:
 def test_pipeline_send_recv_is_never_a_straggler() -> None:
     a, _ = synth_case("gpt2-small", pp=2, dp=2, microbatches=4)
     assert not [f for f in a.findings if f.category == Bottleneck.STRAGGLER_RANK]
+
+
+def test_a_rank_late_only_by_what_it_waited_for_is_no_straggler() -> None:
+    # rank 1 starts step 2 40 ms late; its tensor-parallel and pipeline peers wait for it and so reach
+    # their own data-parallel all-reduces late: they pass the lateness on, they do not make it
+    a, _ = synth_case("tiny", dp=2, tp=2, pp=2, microbatches=2, inject="straggler_rank@2:1=40ms")
+    late = [f.ranks for f in a.findings if f.category == Bottleneck.STRAGGLER_RANK and f.step == 2]
+    assert late == [(1,)]
+    (cause,) = [f for f in a.findings if f.cause and f.step == 2]
+    assert cause.ranks == (1,) and cause.impact_ms == pytest.approx(40, abs=0.5)
+    # it leads its step's findings: the others' waits come after it
+    assert [f for f in a.findings if f.step == 2][0] is cause

@@ -29,7 +29,9 @@ def _trace_names(folder: Path) -> set[str]:
 
 def test_make_cases_makes_every_category_clean_seeds_and_the_real_capture(default_cases: dict[str, Case]) -> None:
     assert sorted(default_cases) == sorted([f"synth_{c}" for c in FAULTS] + ["clean_s0", "clean_s1", "clean_s2",
-                                                                             "gpt_2rank"])
+                                                                             "gpt_2rank", "synth_dataloader_stall_every_rank"])
+    every = default_cases["synth_dataloader_stall_every_rank"].expect
+    assert (every.category, every.ranks, [e.edit for e in every.edits]) == ("dataloader_stall", (), ["fix dataloader_stall"])
     assert LEFT_OUT.keys() == {"straggler_rank"}
     assert {c.expect.category for c in default_cases.values()} == {*FAULTS, "none"}
     real = default_cases["gpt_2rank"]

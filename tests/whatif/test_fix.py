@@ -14,7 +14,7 @@ from bottleneck_oracle.truth.edits import Edit
 from bottleneck_oracle.whatif.fix import removal, water_level
 from bottleneck_oracle.whatif.predict import predict_whatif
 from bottleneck_oracle.whatif.verify import rerun_step_ms
-from tests.whatif.cases import FAULTS, fault
+from tests.whatif.cases import FAULTS, TINY, fault, job
 
 
 @pytest.mark.parametrize("category", sorted(FAULTS))
@@ -57,3 +57,16 @@ def test_water_level_cuts_the_longest_first_by_exactly_the_amount(weights: list[
     level = water_level(w, amount)
     assert np.maximum(w - level, 0).sum() == pytest.approx(amount, rel=1e-6, abs=1e-3)
     assert 0 <= level <= w.max()
+
+
+@pytest.mark.parametrize("category", ["dataloader_stall", "host_pause"])
+def test_a_stall_every_rank_had_is_fixed_on_every_rank(category: str) -> None:
+    """150 ms on every rank's step thread in step 2: fixed on the rank the critical path names alone, the
+    next rank's stall bound and the fix saved 0.04 ms; fixed on every rank that stalled, the step is the
+    job's run again without the stall."""
+    folder, a = job(f"{category}@2=150ms", TINY)
+    prediction = predict_whatif(a, 2, [Edit.fix(category, 2)])
+    measured = rerun_step_ms(folder, [Edit.fix(category, 2)], 2)
+    assert prediction.baseline_ms - measured == pytest.approx(150, rel=0.02)
+    assert abs(prediction.best_ms - measured) <= 0.01 * measured, (prediction.best_ms, measured)
+    assert "off the step threads of rank(s) " in prediction.assumptions[0]

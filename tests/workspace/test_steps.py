@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.errors import ConfigError
+from bottleneck_oracle.errors import ConfigError, NotFoundError
 from bottleneck_oracle.graphdb import GraphStore, open_store
 from bottleneck_oracle.workspace import steps
 from bottleneck_oracle.workspace.loaded import LoadedTrace, loaded_trace
@@ -36,6 +36,24 @@ def test_explain_step_names_the_rank_that_delayed_the_step_and_who_waited(store:
     (waited,) = cause["waited"]  # rank 0 waited inside the all-reduce for rank 1's pause
     assert waited["rank"] == 0 and waited["ms"] > 100
     assert steps.explain_step(store, gpt, 5, 0)["rank"] == 0  # a rank asked is the rank explained
+
+
+def test_compare_ranks_finds_the_step_where_they_differ_and_names_the_cause(store: GraphStore, gpt: LoadedTrace) -> None:
+    c = steps.compare_ranks(store, gpt, 1)  # no step, no reference: rank 0, where rank 1 paused
+    assert (c["step"], c["rank_b"], c["rank_a"]) == (5, 1, 0)
+    assert c["delta_ms"] == pytest.approx(c["wall_b_ms"] - c["wall_a_ms"], abs=0.002)
+    assert next(iter(c["breakdown_delta_ms"])) == "idle" and c["breakdown_delta_ms"]["idle"] > 100
+    assert [f["category"] for f in c["findings_b"] if f["is_cause"]] == ["host_pause"] and c["cause"]["rank"] == 1
+    assert steps.compare_ranks(store, gpt, 0, 1, step=3)["step"] == 3
+    with pytest.raises(NotFoundError, match="^rank 7: trace gpt_2rank has ranks 0, 1$"):
+        steps.compare_ranks(store, gpt, 7)
+
+
+def test_compare_steps_leaves_out_the_steps_own_ranges(store: GraphStore, gpt: LoadedTrace) -> None:
+    """ProfilerStep#5 and ProfilerStep#4 are named for their steps: the whole of each read as an op that
+    appeared (+ its wall time) and one that went."""
+    c = steps.compare_steps(store, gpt, 4, 5)
+    assert c["ops"] and not [o for o in c["ops"] if o["op"].startswith("ProfilerStep#")]
 
 
 def test_list_steps_marks_the_slow_step(store: GraphStore, gpt: LoadedTrace) -> None:
