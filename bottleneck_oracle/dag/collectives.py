@@ -10,10 +10,8 @@ blocking collective; doubtful matches get no cross-rank edge.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections import defaultdict
-from dataclasses import dataclass, replace
-from itertools import accumulate
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -208,45 +206,58 @@ def collective_arrivals(g: ExecGraph) -> list[CollectiveArrival]:
     """One record per reliable collective instance, in instance order, each with the waits its last
     rank had passed on (``relayed_ns``)."""
     members = np.flatnonzero(g.collective >= 0)
-    order = members[np.lexsort((g.rank[members], g.collective[members]))]
-    step = g.step
-    out = []
-    # per (step, rank): (when the wait ended, how long), every wait of a rank inside an instance
-    waits: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
-    for group in np.split(order, np.flatnonzero(np.diff(g.collective[order])) + 1):
-        if not len(group):
-            continue
-        iid = int(g.collective[group[0]])
-        if not g.collectives.reliable[iid]:
-            continue
-        last = int(group[np.argmax(g.start_ns[group])])
-        others = group[group != last]
-        arrive = int(g.start_ns[last])
-        for node in others.tolist():
-            waits[(int(step[node]), int(g.rank[node]))].append((arrive, arrive - int(g.start_ns[node])))
-        out.append(CollectiveArrival(
-            instance=iid, kind=g.collectives.kind[iid], step=int(step[last]),
-            members=tuple(group.tolist()), ranks=tuple(g.rank[group].tolist()),
-            last_rank=int(g.rank[last]), last_node=last,
-            lateness_ns=int(arrive - np.median(g.start_ns[others])),
-        ))
-    relayed = {key: _running_max(w) for key, w in waits.items()}
-    return [replace(c, relayed_ns=_relayed(relayed.get((c.step, c.last_rank)), int(g.start_ns[c.last_node])))
-            for c in out]
+    members = members[g.collectives.reliable[g.collective[members]]]
+    if not len(members):
+        return []
+    inst, start, rank, step = g.collective[members], g.start_ns[members], g.rank[members], g.step[members]
+    # by arrival within each instance; on a tie the lowest rank is the last
+    by_arrival = np.lexsort((-rank, start, inst))
+    first, end = _groups(inst[by_arrival])
+    n = end - first
+    if np.any(n < 2):  # one member: nobody waited
+        keep = np.repeat(n >= 2, n)
+        members, inst, start, rank, step = (a[by_arrival][keep] for a in (members, inst, start, rank, step))
+        by_arrival = np.lexsort((-rank, start, inst))
+        first, end = _groups(inst[by_arrival])
+        n = end - first
+    arrived = start[by_arrival]
+    last = by_arrival[end - 1]
+    arrive = arrived[end - 1]
+    # the median arrival of the others: the middle of the group's earlier arrivals (np.median's float mean)
+    median = (arrived[first + (n - 2) // 2].astype(np.float64) + arrived[first + (n - 1) // 2]) / 2
+    lateness = (arrive.astype(np.float64) - median).astype(np.int64)
+    relayed = _relayed(step, rank, arrive[np.searchsorted(np.unique(inst), inst)] - start, arrive,
+                       arrive_of=np.searchsorted(np.unique(inst), inst), last=last)
+    by_rank = np.lexsort((rank, inst))
+    groups = np.split(by_rank, first[1:])
+    return [CollectiveArrival(
+        instance=int(inst[last[k]]), kind=g.collectives.kind[int(inst[last[k]])], step=int(step[last[k]]),
+        members=tuple(members[grp].tolist()), ranks=tuple(rank[grp].tolist()), last_rank=int(rank[last[k]]),
+        last_node=int(members[last[k]]), lateness_ns=int(lateness[k]), relayed_ns=int(relayed[k]),
+    ) for k, grp in enumerate(groups)]
 
 
-def _running_max(waits: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
-    """Waits by when they ended, and the longest up to each."""
-    waits.sort()
-    return [end for end, _ in waits], list(accumulate((w for _, w in waits), max))
+def _groups(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each run of equal keys starts and ends."""
+    cut = np.flatnonzero(np.diff(sorted_keys)) + 1
+    return np.r_[0, cut].astype(np.int64), np.r_[cut, len(sorted_keys)].astype(np.int64)
 
 
-def _relayed(waits: tuple[list[int], list[int]] | None, arrive: int) -> int:
-    """The longest of a rank's waits that ended by the time it arrived."""
-    if waits is None:
-        return 0
-    i = bisect_right(waits[0], arrive)
-    return waits[1][i - 1] if i else 0
+def _relayed(step: np.ndarray, rank: np.ndarray, wait: np.ndarray, arrive: np.ndarray, arrive_of: np.ndarray,
+             last: np.ndarray) -> np.ndarray:
+    """Per instance, the longest wait its last rank had had in the same step, inside an instance whose
+    last member arrived no later (the waits it passed on)."""
+    # one key per (step, rank), then the members by it and by when their wait ended
+    _, who = np.unique(np.stack([step, rank]), axis=1, return_inverse=True)
+    ended = np.unique(arrive, return_inverse=True)[1][arrive_of]
+    order = np.lexsort((ended, who))
+    key = who[order] * np.int64(len(arrive) + 1) + ended[order]
+    # the longest wait so far within each (step, rank): dense ranks of the waits, offset per key
+    values, dense = np.unique(wait[order], return_inverse=True)
+    running = values[np.maximum.accumulate(who[order] * np.int64(len(values) + 1) + dense)
+                     - who[order] * np.int64(len(values) + 1)]
+    asked = who[last] * np.int64(len(arrive) + 1) + np.unique(arrive, return_inverse=True)[1]
+    return running[np.searchsorted(key, asked, side="right") - 1]
 
 
 def _per_member(instance: np.ndarray, reliable: np.ndarray, value: np.ndarray, latest: bool,

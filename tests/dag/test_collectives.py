@@ -12,6 +12,7 @@ from bottleneck_oracle.dag.analysis import analyze
 from bottleneck_oracle.dag.collectives import collective_arrivals
 from bottleneck_oracle.dag.types import Bottleneck, Category
 from bottleneck_oracle.traces import read_trace
+from tests.dag.synth_cases import synth_case
 from tests.tracebuilder import op, step, write
 
 DIMS = {"Input Dims": [[[1000]], [], []]}
@@ -134,3 +135,12 @@ def test_a_resume_that_another_collective_explains_does_not_end_a_later_one(tmp_
     src, dst = g.edges_of(EdgeType.SYNC)
     assert {(names[s], names[d], int(g.end_ns[s])) for s, d in zip(src, dst) if names[s] == "gloo:all_reduce"} == {
         ("gloo:all_reduce", "aten::copy_", 20_000_000), ("gloo:all_reduce", "aten::add", 35_000_000)}
+
+
+def test_a_rank_late_by_its_own_wait_passes_the_lateness_on() -> None:
+    a, _ = synth_case("tiny", dp=2, tp=2, pp=2, microbatches=2, inject="straggler_rank@2:1=40ms")
+    late = [c for c in collective_arrivals(a.graph) if c.step == 2 and c.lateness_ns >= 10e6]
+    assert {c.last_rank for c in late} > {1}  # its peers reached their own all-reduces late too
+    for c in late:  # but only rank 1 made its lateness; the others had waited as long for it
+        assert (c.own_ns >= 10e6) == (c.last_rank == 1), c
+        assert c.relayed_ns == 0 if c.last_rank == 1 else c.relayed_ns >= c.lateness_ns - 2e6
