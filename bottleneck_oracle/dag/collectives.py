@@ -182,8 +182,9 @@ class CollectiveArrival:
         last_rank (int): the rank that arrived last.
         last_node (int): its member node.
         lateness_ns (int): its arrival minus the median arrival of the others.
-        relayed_ns (int): how long the last rank had itself waited for another rank earlier in the step,
-            inside a collective or a transfer: lateness passed on, not made (``own_ns``).
+        relayed_ns (int): how much longer than in its other steps the last rank had itself waited for
+            other ranks in the step before arriving, inside collectives and transfers: lateness passed
+            on, not made (``own_ns``).
     """
 
     instance: int
@@ -226,8 +227,7 @@ def collective_arrivals(g: ExecGraph) -> list[CollectiveArrival]:
     # the median arrival of the others: the middle of the group's earlier arrivals (np.median's float mean)
     median = (arrived[first + (n - 2) // 2].astype(np.float64) + arrived[first + (n - 1) // 2]) / 2
     lateness = (arrive.astype(np.float64) - median).astype(np.int64)
-    relayed = _relayed(step, rank, arrive[np.searchsorted(np.unique(inst), inst)] - start, arrive,
-                       arrive_of=np.searchsorted(np.unique(inst), inst), last=last)
+    relayed = _waited_more(step, rank, start, arrive[np.searchsorted(np.unique(inst), inst)])[last]
     by_rank = np.lexsort((rank, inst))
     groups = np.split(by_rank, first[1:])
     return [CollectiveArrival(
@@ -243,21 +243,51 @@ def _groups(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.r_[0, cut].astype(np.int64), np.r_[cut, len(sorted_keys)].astype(np.int64)
 
 
-def _relayed(step: np.ndarray, rank: np.ndarray, wait: np.ndarray, arrive: np.ndarray, arrive_of: np.ndarray,
-             last: np.ndarray) -> np.ndarray:
-    """Per instance, the longest wait its last rank had had in the same step, inside an instance whose
-    last member arrived no later (the waits it passed on)."""
-    # one key per (step, rank), then the members by it and by when their wait ended
-    _, who = np.unique(np.stack([step, rank]), axis=1, return_inverse=True)
-    ended = np.unique(arrive, return_inverse=True)[1][arrive_of]
-    order = np.lexsort((ended, who))
-    key = who[order] * np.int64(len(arrive) + 1) + ended[order]
-    # the longest wait so far within each (step, rank): dense ranks of the waits, offset per key
-    values, dense = np.unique(wait[order], return_inverse=True)
-    running = values[np.maximum.accumulate(who[order] * np.int64(len(values) + 1) + dense)
-                     - who[order] * np.int64(len(values) + 1)]
-    asked = who[last] * np.int64(len(arrive) + 1) + np.unique(arrive, return_inverse=True)[1]
-    return running[np.searchsorted(key, asked, side="right") - 1]
+def _waited_more(step: np.ndarray, rank: np.ndarray, start: np.ndarray, ended: np.ndarray) -> np.ndarray:
+    """Per member, how much longer its rank had waited inside collectives and transfers (from its
+    arrival to the instance's last arrival, ``ended``) in its step up to it, than by the same collective
+    of its other steps: the waits it passes on, its usual ones (a pipeline's receives) left out."""
+    n = len(start)
+    who = np.unique(np.stack([step, rank]), axis=1, return_inverse=True)[1].ravel()
+    order = np.lexsort((start, who))
+    w, s, e = who[order], start[order], ended[order]
+    first, end = _groups(w)
+    at = np.repeat(first, end - first)  # where each member's (step, rank) begins
+    # the union of the wait intervals so far: each adds what lies beyond the ends before it
+    reach = _running_max(e, w)
+    before = np.where(np.arange(n) > at, reach[np.maximum(np.arange(n) - 1, 0)], s)
+    total = np.cumsum(np.maximum(e - np.maximum(s, before), 0))
+    waited = total - np.r_[0, total][at]
+    # against the median of the same rank's other steps at the same collective (k-th of the step)
+    typical = _median_of_others(waited, np.unique(np.stack([rank[order], np.arange(n) - at]), axis=1,
+                                                   return_inverse=True)[1].ravel())
+    out = np.empty(n, dtype=np.int64)
+    out[order] = np.maximum(waited - typical, 0)
+    return out
+
+
+def _running_max(values: np.ndarray, segment: np.ndarray) -> np.ndarray:
+    """The largest of ``values`` so far within each run of ``segment`` (sorted)."""
+    distinct, dense = np.unique(values, return_inverse=True)
+    offset = segment.astype(np.int64) * np.int64(len(distinct) + 1)  # each run above the one before
+    return distinct[np.maximum.accumulate(dense.ravel() + offset) - offset]
+
+
+def _median_of_others(values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Per value, the median of the other values of its group (0 alone), as ``np.median`` of them gives
+    it, truncated to ns."""
+    order = np.lexsort((values, group))
+    v = values[order].astype(np.float64)
+    first, end = _groups(group[order])
+    size = np.repeat(end - first, end - first)
+    at = np.repeat(first, end - first)
+    mine = np.arange(len(v)) - at  # its place in its group, by value
+    lo, hi = (size - 2) // 2, (size - 1) // 2  # the middle of the others, skipping its own place
+    pick = lambda k: v[np.minimum(at + k + (k >= mine), len(v) - 1)]  # noqa: E731
+    median = np.where(size > 1, (pick(lo) + pick(hi)) / 2, 0.0)
+    out = np.empty(len(v), dtype=np.int64)
+    out[order] = median.astype(np.int64)
+    return out
 
 
 def _per_member(instance: np.ndarray, reliable: np.ndarray, value: np.ndarray, latest: bool,

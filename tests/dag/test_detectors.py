@@ -44,3 +44,13 @@ def test_a_rank_late_only_by_what_it_waited_for_is_no_straggler() -> None:
     assert cause.ranks == (1,) and cause.impact_ms == pytest.approx(40, abs=0.5)
     # it leads its step's findings: the others' waits come after it
     assert [f for f in a.findings if f.step == 2][0] is cause
+
+
+@pytest.mark.parametrize("inject", ["slow_compute@2:1", "host_sync@2:1"])
+def test_many_short_waits_for_a_slow_peer_are_passed_on(inject: str) -> None:
+    # rank 1's kernels (or syncs) run long: its tensor-parallel peer rank 0 waits a little in each of
+    # their all-reduces, and reaches its data-parallel all-reduce late by the sum of those waits
+    a, _ = synth_case("gpt2-small", dp=2, tp=2, inject=inject)
+    assert [f.ranks for f in a.findings if f.category == Bottleneck.STRAGGLER_RANK and f.step == 2] == [(1,)]
+    (cause,) = [f for f in a.findings if f.cause and f.step == 2]
+    assert cause.ranks == (1,) and cause.category.value == inject.split("@")[0]
