@@ -1,19 +1,21 @@
-"""Child process of ``bench_scale.py``: one job read with one executor, then analysed, in a fresh process.
+"""Child process of ``bench_scale.py``: one job analysed (read whole, then ``analyze``) or scanned (``scan``: one
+rank at a time) with one executor, in a fresh process.
 
 Usage::
 
-    python _scale_worker.py TRACE_DIR EXECUTOR WORKERS RESULT_JSON
+    python _scale_worker.py TRACE_DIR MODE EXECUTOR WORKERS RESULT_JSON    # MODE: analyze or scan
 
-Writes one JSON object: times (read, analyse), this process's peak RSS (the driver), each task's
-peak RSS where it ran (a Ray worker, or a local parse process), the sizes the driver held, and a
-digest of the analysis that must be the same for every executor.
+Writes one JSON object: times, this process's peak RSS (the driver), each task's peak RSS where it ran (a Ray
+worker, or a local process), the sizes the driver held, a digest of the analysis (the same for every executor)
+and a digest of what a scan reports (steps, walls, slow steps, arrivals, stragglers, GPU timeline, clocks),
+the same for both modes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import resource
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -30,36 +32,83 @@ def _nbytes(obj: object) -> int:
     return sum(_nbytes(getattr(obj, f)) for f in fields) if fields else 0
 
 
-def main(argv: list[str]) -> int:
+def _peak_rss() -> int:
+    """This process's own peak RSS (``VmHWM``). Not ``ru_maxrss``: Linux carries it over ``exec`` from the forked
+    parent, so a child of a large parent reads at least the parent's size."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+
+def _digest(data: object) -> str:
+    return hashlib.blake2b(pickle.dumps(data), digest_size=12).hexdigest()
+
+
+def _scan_view(steps, slow, arrivals, stragglers, gpu: dict, gpu_trace, clocks) -> str:  # type: ignore[no-untyped-def]
+    """What a scan reports, the same from an analysis and from a scan."""
+    return _digest((
+        [(r.step, r.rank, r.start_ns, r.end_ns) for r in steps], [(s.step, s.rank, s.wall_ns, s.median_ns) for s in slow],
+        [(c.instance, c.step, c.last_rank, c.lateness_ns, c.relayed_ns) for c in arrivals],
+        sorted(((f.step, f.ranks, f.impact_ms) for f in stragglers), key=str), sorted(gpu.items()),
+        [gpu_trace.record(i) for i in range(len(gpu_trace))], None if clocks is None else clocks.offset_ns.tolist(),
+    ))
+
+
+def _analyze(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
     from bottleneck_oracle.dag.analysis import analyze
+    from bottleneck_oracle.dag.collectives import collective_arrivals
+    from bottleneck_oracle.dag.detectors import stragglers
     from bottleneck_oracle.dag.report import analysis_to_dict
-    from bottleneck_oracle.executor import make_executor
+    from bottleneck_oracle.dag.severity import bound_findings
     from bottleneck_oracle.traces import read_trace
 
-    trace_dir, kind, workers, out = Path(argv[1]), argv[2], int(argv[3]), Path(argv[4])
-    executor = make_executor(kind, workers=workers)
-    start = time.perf_counter()
-    executor.map(len, ["start"])  # a Ray starts here: timed apart from the reading
     t0 = time.perf_counter()
     trace = read_trace(trace_dir, executor=executor)
     t1 = time.perf_counter()
-    read_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    read_peak = _peak_rss()
     a = analyze(trace)
     t2 = time.perf_counter()
     report = orjson.dumps(analysis_to_dict(a), option=orjson.OPT_SERIALIZE_NUMPY)
     g = a.graph
-    members = g.collective >= 0
-    out.write_text(json.dumps({
-        "executor": kind, "workers": workers, "ranks": len(trace.ranks), "events": len(trace.events),
-        "start_s": t0 - start, "read_s": t1 - t0, "analyze_s": t2 - t1,
-        "driver_peak_after_read": read_peak,
-        "driver_peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "task_peaks": executor.stats.peak_rss_bytes, "trace_bytes": _nbytes(trace),
-        "graph_bytes": _nbytes(g), "points_bytes": _nbytes(a.points),
-        # what a per-rank summary would carry (docs/scale.md): collective members, steps, path segments
-        "collective_members": int(members.sum()), "steps": len(a.steps),
-        "path_segments": int(sum(len(r.path_node) for r in a.steps)),
+    complete = [r for r in a.steps if (r.step, r.rank) not in a.partial_steps]
+    best: dict[object, object] = {}
+    for f in sorted(bound_findings(stragglers(g, complete, {s.step for s in a.slow_steps}), complete), key=lambda f: -f.impact_ms):
+        best.setdefault((f.step, f.ranks), f)
+    gpu = {key: tuple(a.gpu.record(i).values()) for key, i in g.steps.row_of().items()}
+    return {
+        "ranks": len(trace.ranks), "events": len(trace.events), "read_s": t1 - t0, "work_s": t2 - t1,
+        "driver_peak_after_read": read_peak, "trace_bytes": _nbytes(trace), "graph_bytes": _nbytes(g) + _nbytes(a.points),
         "digest": hashlib.blake2b(report, digest_size=12).hexdigest(),
+        "scan_digest": _scan_view(a.steps, a.slow_steps, collective_arrivals(g), best.values(), gpu, a.gpu_trace, a.clocks),
+    }
+
+
+def _scan(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
+    from bottleneck_oracle.dag.scan import scan
+
+    t0 = time.perf_counter()
+    s = scan([trace_dir], executor)
+    t1 = time.perf_counter()
+    gpu = {key: tuple(s.gpu.record(i).values()) for i, key in enumerate(s.gpu_steps)}
+    return {
+        "ranks": len(s.ranks), "events": s.events, "read_s": 0.0, "work_s": t1 - t0,
+        "summary_bytes": list(s.summary_bytes), "task_peaks": list(s.task_peak_bytes),
+        "scan_digest": _scan_view(s.steps, s.slow_steps, s.arrivals, s.stragglers, gpu, s.gpu_trace, s.clocks),
+    }
+
+
+def main(argv: list[str]) -> int:
+    from bottleneck_oracle.executor import make_executor
+
+    trace_dir, mode, kind, workers, out = Path(argv[1]), argv[2], argv[3], int(argv[4]), Path(argv[5])
+    executor = make_executor(kind, workers=workers)
+    start = time.perf_counter()
+    executor.map(len, ["start"])  # a Ray starts here: timed apart from the work
+    t0 = time.perf_counter()
+    row = (_analyze if mode == "analyze" else _scan)(trace_dir, executor)
+    out.write_text(json.dumps({
+        "mode": mode, "executor": kind, "workers": workers, "start_s": t0 - start, **row,
+        "driver_peak": _peak_rss(),
+        "task_peaks": row.get("task_peaks") or executor.stats.peak_rss_bytes,
     }))
     return 0
 

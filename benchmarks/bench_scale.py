@@ -1,11 +1,15 @@
-"""Benchmark: many ranks through the local executor and through Ray with 1 and 2 workers, in one run.
+"""Benchmark: many ranks analysed whole and scanned one rank at a time, through the local executor and through
+Ray with 1 and 2 workers, in one run.
 
-Synthetic jobs (7b, tp 4 x pp 2, data parallel 8, 32 and 128: 64, 256 and 1,024 ranks, 2 steps)
-are written by the simulator, then each is read and analysed by ``_scale_worker.py`` in a fresh
-process per executor: wall time, the driver's peak RSS and each task's peak RSS where it ran,
-against the number of ranks, and a digest of the analysis that must be the same for all three.
-Usage: ``python benchmarks/bench_scale.py [--ranks 64,256,1024] [--local-only] [--out DIR]``; ``--ranks 4096
---local-only`` is the largest job this 24 GB machine takes (Ray's driver holds more than the local one's).
+Synthetic jobs (7b, tp 4 x pp 2, data parallel 8, 32 and 128: 64, 256 and 1,024 ranks, 2 steps) are written
+by the simulator, then each is run by ``_scale_worker.py`` in a fresh process per mode and executor:
+``analyze`` reads every rank into the driver and analyses the job's graph; ``scan`` (``dag/scan.py``) reduces
+each rank to a summary where its task runs and joins the summaries. Wall time, the driver's peak RSS and each
+task's peak RSS where it ran, against the number of ranks; a digest of the analysis that must be the same
+for every executor, and one of what a scan reports that must be the same for both modes.
+Usage: ``python benchmarks/bench_scale.py [--ranks 64,256,1024] [--local-only] [--scan-only] [--out DIR]``;
+``--ranks 4096 --local-only`` is the largest job this 24 GB machine analyses whole (Ray's driver holds more
+than the local one's); ``--ranks 4096 --scan-only`` scans it with every executor.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from bottleneck_oracle.synth.config import SynthConfig
 
 HERE = Path(__file__).resolve().parent
 MB = 1024 * 1024
-RUNS = (("local", 2), ("ray", 1), ("ray", 2))  # executor, workers (Ray: the CPUs of the Ray it starts)
+EXECUTORS = (("local", 2), ("ray", 1), ("ray", 2))  # executor, workers (Ray: the CPUs of the Ray it starts)
 
 
 def make_job(out: Path, ranks: int) -> Path:
@@ -35,10 +39,10 @@ def make_job(out: Path, ranks: int) -> Path:
     return folder
 
 
-def measure(folder: Path, kind: str, workers: int) -> dict:
-    result = folder.parent / f"result-{folder.name}-{kind}{workers}.json"
+def measure(folder: Path, mode: str, kind: str, workers: int) -> dict:
+    result = folder.parent / f"result-{folder.name}-{mode}-{kind}{workers}.json"
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, str(HERE / "_scale_worker.py"), str(folder), kind, str(workers), str(result)],
+    subprocess.run([sys.executable, str(HERE / "_scale_worker.py"), str(folder), mode, kind, str(workers), str(result)],
                    check=True, stdout=subprocess.DEVNULL)
     row = json.loads(result.read_text())
     row["wall_s"] = time.perf_counter() - t0
@@ -50,30 +54,29 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--ranks", default="64,256,1024")
     parser.add_argument("--out", type=Path, default=Path("/tmp/oracle-bench-scale"))
     parser.add_argument("--local-only", action="store_true", help="only the local executor")
+    parser.add_argument("--scan-only", action="store_true", help="only scans (no whole analysis)")
     args = parser.parse_args(argv)
-    executors = RUNS[:1] if args.local_only else RUNS
+    executors = EXECUTORS[:1] if args.local_only else EXECUTORS
+    modes = ("scan",) if args.scan_only else ("analyze", "scan")
     rows = []
     for ranks in map(int, args.ranks.split(",")):
         folder = make_job(args.out, ranks)
         files = [f for f in folder.iterdir() if f.name.endswith(".json.gz")]
         raw_gz = sum(f.stat().st_size for f in files)
-        runs = [measure(folder, kind, workers) for kind, workers in executors]
-        assert len({r["digest"] for r in runs}) == 1, f"{ranks} ranks: the executors disagree"
-        for r in runs:
-            rows.append({**r, "raw_gz_mb": raw_gz / MB})
+        runs = [measure(folder, mode, kind, workers) for mode in modes for kind, workers in executors]
+        assert len({r["digest"] for r in runs if r["mode"] == "analyze"}) <= 1, f"{ranks} ranks: the executors disagree"
+        assert len({r["scan_digest"] for r in runs}) == 1, f"{ranks} ranks: a scan disagrees"
+        rows += [{**r, "raw_gz_mb": raw_gz / MB} for r in runs]
     (args.out / "bench_scale.json").write_text(json.dumps(rows, indent=1))
-    print(f"{'ranks':>6}{'events':>12}{'gz MB':>8}{'executor':>10}{'wall s':>8}{'start s':>8}{'read s':>8}{'analyze s':>10}"
-          f"{'driver MB':>10}{'MB/rank':>8}{'task MB max':>12}{'task MB med':>12}{'trace MB':>9}{'graph MB':>9}")
+    print(f"{'ranks':>6}{'events':>12}{'gz MB':>7}{'mode':>8}{'executor':>9}{'wall s':>8}{'start s':>8}{'read s':>7}"
+          f"{'work s':>7}{'driver MB':>10}{'MB/rank':>8}{'task MB max':>12}{'task MB med':>12}{'summary KB/rank':>16}")
     for r in rows:
-        peaks = r["task_peaks"]
-        print(f"{r['ranks']:>6}{r['events']:>12,}{r['raw_gz_mb']:>8.0f}{r['executor'] + str(r['workers']):>10}"
-              f"{r['wall_s']:>8.1f}{r['start_s']:>8.1f}{r['read_s']:>8.1f}{r['analyze_s']:>10.1f}{r['driver_peak'] / MB:>10.0f}"
-              f"{r['driver_peak'] / MB / r['ranks']:>8.1f}{max(peaks) / MB:>12.0f}{statistics.median(peaks) / MB:>12.0f}"
-              f"{r['trace_bytes'] / MB:>9.0f}{(r['graph_bytes'] + r['points_bytes']) / MB:>9.0f}")
-    per_rank = [r for r in rows if r["executor"] == "local"]
-    for r in per_rank:
-        print(f"{r['ranks']} ranks: per rank {r['collective_members'] / r['ranks']:.0f} collective members, "
-              f"{r['steps'] / r['ranks']:.0f} steps, {r['path_segments'] / r['ranks']:.0f} critical path segments")
+        peaks, summary = r["task_peaks"], r.get("summary_bytes")
+        print(f"{r['ranks']:>6}{r['events']:>12,}{r['raw_gz_mb']:>7.0f}{r['mode']:>8}{r['executor'] + str(r['workers']):>9}"
+              f"{r['wall_s']:>8.1f}{r['start_s']:>8.1f}{r['read_s']:>7.1f}{r['work_s']:>7.1f}{r['driver_peak'] / MB:>10.0f}"
+              f"{r['driver_peak'] / MB / r['ranks']:>8.2f}{max(peaks) / MB:>12.0f}{statistics.median(peaks) / MB:>12.0f}"
+              + (f"{statistics.median(summary) / 1024:>16.1f}" if summary else ""))
+    print("every scan's report equals the whole analysis's on its job (one scan digest per job)")
     return 0
 
 

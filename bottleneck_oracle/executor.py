@@ -39,6 +39,7 @@ class TaskStats:
     """What the last ``map`` cost where it ran: one entry per item, in order."""
 
     peak_rss_bytes: list[int] = field(default_factory=list)  # peak RSS of the process running each item (no shared memory)
+    node: list[str] = field(default_factory=list)  # where each item ran: its Ray node's id ("" in a local process)
 
 
 class Executor(Protocol):
@@ -46,28 +47,37 @@ class Executor(Protocol):
 
     With ``shared``, each call is ``fn(shared, item)``: one object every task reads (sent once, not per
     item: forked into local processes, put once in Ray's object store). ``done(i)`` is called in this
-    process as item ``i`` finishes, in the order they finish."""
+    process as item ``i`` finishes, in the order they finish. ``near`` names, per item, the node it should run on
+    when it can (``TaskStats.node`` of an earlier map: where that item's files were left); None: anywhere."""
 
     stats: TaskStats
 
     def map(self, fn: Callable[..., R], items: Sequence[T], shared: Any = None,
-            done: Callable[[int], None] | None = None) -> list[R]: ...
+            done: Callable[[int], None] | None = None, near: Sequence[str] | None = None) -> list[R]: ...
 
 
 _SHARED: Any = None  # ``shared`` of the local executor's map, inherited by its forked processes
 
 
-def _measured(fn: Callable[..., R], item: T, own_process: bool = True, shared: Any = None) -> tuple[R, int]:
-    """``fn(item)`` (``fn(shared, item)`` with ``shared``), with the peak RSS of the process while it ran. A Ray
-    worker runs task after task: its peak is reset before each one (Linux), so that it is this task's alone; in
-    the caller's own process (``own_process`` false) it is left alone, and is the caller's peak so far."""
+def _measured(fn: Callable[..., R], item: T, own_process: bool = True, shared: Any = None) -> tuple[R, int, str]:
+    """``fn(item)`` (``fn(shared, item)`` with ``shared``), with the peak RSS of the process while it ran and the
+    Ray node it ran on ("" outside Ray). A Ray worker runs task after task: its peak is reset before each one
+    (Linux), so that it is this task's alone; in the caller's own process (``own_process`` false) it is left
+    alone, and is the caller's peak so far."""
     if own_process:
         _reset_peak_rss()
     result = fn(item) if shared is None else fn(shared, item)
-    return result, _peak_rss()
+    return result, _peak_rss(), _ray_node()
 
 
-def _collect(results: Iterable[tuple[R, int]], done: Callable[[int], None] | None) -> list[tuple[R, int]]:
+def _ray_node() -> str:
+    import sys
+
+    ray = sys.modules.get("ray")  # imported only where a Ray task runs
+    return ray.get_runtime_context().get_node_id() if ray is not None and ray.is_initialized() else ""
+
+
+def _collect(results: Iterable[tuple[R, int, str]], done: Callable[[int], None] | None) -> list[tuple[R, int, str]]:
     out = []
     for i, result in enumerate(results):
         out.append(result)
@@ -76,7 +86,7 @@ def _collect(results: Iterable[tuple[R, int]], done: Callable[[int], None] | Non
     return out
 
 
-def _measured_forked(fn: Callable[..., R], item: T) -> tuple[R, int]:
+def _measured_forked(fn: Callable[..., R], item: T) -> tuple[R, int, str]:
     return _measured(fn, item, True, _SHARED)
 
 
@@ -109,7 +119,7 @@ class LocalExecutor:
     stats: TaskStats = field(default_factory=TaskStats)
 
     def map(self, fn: Callable[..., R], items: Sequence[T], shared: Any = None,
-            done: Callable[[int], None] | None = None) -> list[R]:
+            done: Callable[[int], None] | None = None, near: Sequence[str] | None = None) -> list[R]:
         global _SHARED
         if self.workers <= 1 or len(items) <= 1:
             out = _collect((_measured(fn, item, False, shared) for item in items), done)
@@ -121,8 +131,8 @@ class LocalExecutor:
                     out = _collect(pool.map(_measured_forked, [fn] * len(items), items), done)
             finally:
                 _SHARED = None
-        self.stats = TaskStats([rss for _, rss in out])
-        return [r for r, _ in out]
+        self.stats = TaskStats([rss for _, rss, _ in out], [node for _, _, node in out])
+        return [r for r, _, _ in out]
 
 
 @dataclass
@@ -138,12 +148,15 @@ class RayExecutor:
     stats: TaskStats = field(default_factory=TaskStats)
 
     def map(self, fn: Callable[..., R], items: Sequence[T], shared: Any = None,
-            done: Callable[[int], None] | None = None) -> list[R]:
+            done: Callable[[int], None] | None = None, near: Sequence[str] | None = None) -> list[R]:
         ray = _ray()
         self._connect(ray)
         task = ray.remote(max_retries=RAY_TASK_RETRIES, retry_exceptions=False)(_measured)
         shared_ref = None if shared is None else ray.put(shared)  # once: a task maps its arrays, no copy
-        refs = [task.remote(fn, item, True, shared_ref) for item in items]
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        on = lambda node: task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True)) if node else task  # noqa: E731
+        refs = [on(near[i] if near else "").remote(fn, item, True, shared_ref) for i, item in enumerate(items)]
         position = {ref: i for i, ref in enumerate(refs)}
         out: list[Any] = [None] * len(refs)
         try:
@@ -163,8 +176,8 @@ class RayExecutor:
             # a rank file too large for its node's memory ends here too (the memory monitor kills the task)
             raise SetupError(f"ray: a task failed {RAY_TASK_RETRIES + 1} times, its worker dying each time "
                              f"({type(e).__name__}); see the cluster's logs") from None
-        self.stats = TaskStats([rss for _, rss in out])
-        return [r for r, _ in out]
+        self.stats = TaskStats([rss for _, rss, _ in out], [node for _, _, node in out])
+        return [r for r, _, _ in out]
 
     def _connect(self, ray: Any) -> None:
         if ray.is_initialized():

@@ -20,6 +20,7 @@ from bottleneck_oracle.cli.record import (
     dataset_build_command,
     synth_command,
 )
+from bottleneck_oracle.cli.scan import scan_command
 from bottleneck_oracle.cli.serve import serve_command
 from bottleneck_oracle.cli.whatif import optimize_command, whatif_command
 from bottleneck_oracle.errors import OracleError
@@ -33,6 +34,7 @@ app = typer.Typer(
 dataset_app = typer.Typer(name="dataset", no_args_is_help=True, help="Corpora of synthetic traces with ground truth.")
 dataset_app.command("build")(dataset_build_command)
 app.command("analyze")(analyze_command)
+app.command("scan")(scan_command)
 app.command("capture")(capture_command)
 app.add_typer(db_app)
 app.command("ingest")(ingest_command)

@@ -15,9 +15,9 @@ import numpy as np
 
 from bottleneck_oracle.dag._kernels import lane_nesting
 from bottleneck_oracle.dag.collectives import (
-    CollectiveMatch, completion_ns, last_arrival_ns, match_collectives, pair_gloo_calls,
+    CollectiveMatch, CommNodes, comm_nodes, completion_ns, last_arrival_ns, match_collectives, pair_gloo_calls,
 )
-from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.graph import CollectiveTable, ExecGraph
 from bottleneck_oracle.dag.grouping import positions_by
 from bottleneck_oracle.dag.handoffs import handoff_edges, idle_resumes
 from bottleneck_oracle.dag.links import GpuNodes, inferred_stream_waits, launch_edges, sync_edges
@@ -26,7 +26,7 @@ from bottleneck_oracle.dag.steps import assign_steps, find_steps
 from bottleneck_oracle.dag.types import EdgeType, NodeKind, Role
 from bottleneck_oracle.traces import EventKind, Trace
 
-__all__ = ["build_graph"]
+__all__ = ["JobCollectives", "build_graph", "comm_keys"]
 
 log = logging.getLogger(__name__)
 
@@ -219,8 +219,9 @@ def _gpu_links(trace: Trace, nd: _Nodes, is_gpu: np.ndarray) -> tuple[np.ndarray
 
 
 def _gloo_links(trace: Trace, nd: _Nodes, is_gpu: np.ndarray, coll: CollectiveMatch, c10d: np.ndarray,
-                gloo: np.ndarray) -> Parts:
-    """A gloo op's completion → where its issuing thread resumed."""
+                gloo: np.ndarray, done: np.ndarray, arrived: np.ndarray) -> Parts:
+    """A gloo op's completion (``done``: its instance's first member's end; ``arrived``: its last member's
+    start) → where its issuing thread resumed."""
     kind, rank, lane, start = nd.kind, nd.rank, nd.lane, nd.start
     all_gloo = np.flatnonzero((kind == NodeKind.COMM) & ~is_gpu)
     issuer = dict(zip(gloo.tolist(), c10d.tolist()))
@@ -230,9 +231,8 @@ def _gloo_links(trace: Trace, nd: _Nodes, is_gpu: np.ndarray, coll: CollectiveMa
     )
     # the issuing thread resumes when the collective completes (its first member ends): a gloo
     # worker may close its own span ms later, after the main thread has moved on
-    _end_at_early_resumes(nd, all_gloo, waiter_lane, completion_ns(coll.instance, coll.table.reliable, nd.end),
-                          last_arrival_ns(coll.instance, coll.table.reliable, nd.start), ~is_gpu)
-    done = completion_ns(coll.instance, coll.table.reliable, nd.end)
+    _end_at_early_resumes(nd, all_gloo, waiter_lane, done, arrived, ~is_gpu)
+    done = np.minimum(done, completion_ns(coll.instance, coll.table.reliable, nd.end))
     resumed_by, resumer = _resume_edges(lane, start, done, waiter_lane, all_gloo)
     # a gloo receive only posts the buffer; its thread waits after it until the peer's send lands
     sends, receives = _p2p_pairs(trace, nd, coll)
@@ -311,17 +311,9 @@ def _recorded_dependencies(trace: Trace, nd: _Nodes) -> Parts:
     return [(fwd[cross], bwd[cross], EdgeType.FWDBWD), (data[:, 0], data[:, 1], EdgeType.DATA)]
 
 
-def build_graph(trace: Trace, steps_from: str | None = None) -> ExecGraph:
-    """Builds the execution DAG of every rank of ``trace``.
-
-    Args:
-        trace (Trace): the normalized trace (``read_trace``).
-        steps_from (str | None): regex; the user annotations it matches are the steps
-            instead of ``ProfilerStep#N``, numbered 0, 1, ... per rank.
-
-    Returns:
-        ExecGraph: nodes, typed edges, steps and matched collectives.
-    """
+def _rank_local(trace: Trace):  # type: ignore[no-untyped-def]
+    """What the graph's build reads of each rank alone: nodes, launch and sync links, the event holding each
+    comm node's collective args, gloo ops paired with their c10d calls, and each gloo op's peer."""
     nd = _nodes(trace)
     is_gpu = trace.lanes.is_gpu[nd.lane]
     launched_by, launch_ns, parts = _gpu_links(trace, nd, is_gpu)
@@ -329,9 +321,71 @@ def build_graph(trace: Trace, steps_from: str | None = None) -> ExecGraph:
     c10d, gloo = pair_gloo_calls(trace, nd.kind, nd.role, nd.rank, is_gpu, nd.name, nd.event, nd.start)
     peer = np.full(len(nd.kind), -1, dtype=np.int64)
     peer[gloo] = trace.events.peer[nd.event[c10d]]  # a gloo send/recv's peer, from its c10d call
-    coll = match_collectives(trace, nd.kind, nd.rank, is_gpu, nd.name, meta, nd.start, nd.end, peer)
+    return nd, is_gpu, launched_by, launch_ns, parts, meta, (c10d, gloo), peer
+
+
+def comm_keys(trace: Trace) -> tuple[list[CommNodes], np.ndarray, np.ndarray]:
+    """The comm nodes of ``trace`` (one rank's) with every key they could be matched by across ranks, and
+    every node's start and end before a collective moves them (``dag/summary.py``)."""
+    nd, is_gpu, _, _, _, meta, _, peer = _rank_local(trace)
+    return comm_nodes(trace, nd.kind, nd.rank, is_gpu, nd.name, meta, nd.start, peer, every=True), nd.start, nd.end
+
+
+@dataclass(frozen=True, slots=True)
+class JobCollectives:
+    """What the job's other ranks say about the collectives of one rank, for the graph of that rank alone
+    (``dag/summary.py``): its comm nodes' instances, matched over every rank's keys.
+
+    Args:
+        nodes (np.ndarray): int64[M] the rank's members, as node ids of its own graph.
+        instance (np.ndarray): int64[M] the job-wide instance of each.
+        table (CollectiveTable): one row per distinct instance of ``instance``, in increasing order.
+        first_end (np.ndarray): int64[M] the end of the instance's first member to finish, on this rank's clock.
+        last_start (np.ndarray): int64[M] the start of its last member to arrive, on this rank's clock.
+    """
+
+    nodes: np.ndarray
+    instance: np.ndarray
+    table: CollectiveTable
+    first_end: np.ndarray
+    last_start: np.ndarray
+
+    def match(self, end: np.ndarray) -> tuple[CollectiveMatch, np.ndarray, np.ndarray]:
+        """The rank's match (instances numbered in ``table``'s rows, no edges: their other ends are on other
+        ranks), and each node's completion and last arrival as ``completion_ns`` and ``last_arrival_ns``
+        give them (``end``: every node's end)."""
+        instance = np.full(len(end), -1, dtype=np.int32)
+        instance[self.nodes] = np.searchsorted(np.unique(self.instance), self.instance)
+        reliable = self.table.reliable[instance[self.nodes]]
+        done, arrived = end.copy(), np.full(len(end), np.iinfo(np.int64).max, dtype=np.int64)
+        done[self.nodes[reliable]] = self.first_end[reliable]
+        arrived[self.nodes[reliable]] = self.last_start[reliable]
+        return CollectiveMatch(instance, self.table, np.zeros(0, np.int64), np.zeros(0, np.int64)), done, arrived
+
+
+def build_graph(trace: Trace, steps_from: str | None = None, job: JobCollectives | None = None) -> ExecGraph:
+    """Builds the execution DAG of every rank of ``trace``.
+
+    Args:
+        trace (Trace): the normalized trace (``read_trace``).
+        steps_from (str | None): regex; the user annotations it matches are the steps
+            instead of ``ProfilerStep#N``, numbered 0, 1, ... per rank.
+        job (JobCollectives | None): for the trace of one rank of a job, its collectives as the job's other
+            ranks matched them: its nodes, steps and times are then those of the job's graph, but it has no
+            edge to another rank's work, and its resume edges take the raw completion of its collectives.
+
+    Returns:
+        ExecGraph: nodes, typed edges, steps and matched collectives.
+    """
+    nd, is_gpu, launched_by, launch_ns, parts, meta, (c10d, gloo), peer = _rank_local(trace)
+    if job is None:
+        coll = match_collectives(trace, nd.kind, nd.rank, is_gpu, nd.name, meta, nd.start, nd.end, peer)
+        done = completion_ns(coll.instance, coll.table.reliable, nd.end)
+        arrived = last_arrival_ns(coll.instance, coll.table.reliable, nd.start)
+    else:
+        coll, done, arrived = job.match(nd.end)
     parts += [(c10d, gloo, EdgeType.LAUNCH)]
-    parts += _gloo_links(trace, nd, is_gpu, coll, c10d, gloo) + _thread_edges(nd, is_gpu)
+    parts += _gloo_links(trace, nd, is_gpu, coll, c10d, gloo, done, arrived) + _thread_edges(nd, is_gpu)
     parts += _recorded_dependencies(trace, nd)
     src, dst, typ = _edges(parts + [(coll.src, coll.dst, EdgeType.COLLECTIVE)])
     steps = find_steps(trace, nd.kind, nd.role, nd.rank, nd.name, nd.start, nd.end, steps_from)

@@ -25,7 +25,8 @@ from bottleneck_oracle.dag.finding import rank_ranges
 from bottleneck_oracle.dag.gpu_detectors import p2p_nodes
 from bottleneck_oracle.dag.graph import ExecGraph
 
-__all__ = ["SKEW_MIN_NS", "ClockEstimate", "clock_offsets", "moved_clocks"]
+__all__ = ["SKEW_MIN_NS", "ClockEstimate", "MemberTimes", "clock_offsets", "moved_clocks", "offsets_of",
+           "symmetric_kinds"]
 
 SKEW_MIN_NS = 50_000  # a clock difference below this is left alone: within what one host's ranks show
 SKEW_NOISE = 5  # ...and it must stand this many times above the spread of the ends it was read from
@@ -58,15 +59,42 @@ class ClockEstimate:
         return bool(np.any(self.offset_ns != 0))
 
 
-def _members(g: ExecGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+@dataclass(frozen=True, slots=True)
+class MemberTimes:
+    """Every member of a collective instance, in node order: what the clocks are read from.
+
+    Shapes:
+        every field is a 1-D array of length M.
+    """
+
+    instance: np.ndarray  # int64
+    rank: np.ndarray  # int64
+    start: np.ndarray  # int64
+    end: np.ndarray  # int64
+    symmetric: np.ndarray  # bool: an all-reduce, all-gather, reduce-scatter or barrier: every member ends with the data
+    transfer: np.ndarray  # bool: one end of a GPU point-to-point transfer
+
+    @classmethod
+    def of(cls, g: ExecGraph) -> MemberTimes:
+        """The members of ``g``'s collectives."""
+        m = np.flatnonzero(g.collective >= 0)
+        inst = g.collective[m].astype(np.int64)
+        return cls(inst, g.rank[m].astype(np.int64), g.start_ns[m], g.end_ns[m], symmetric_kinds(g.collectives.kind)[inst],
+                   (p2p_nodes(g) & g.trace.lanes.is_gpu[g.lane])[m])
+
+
+def symmetric_kinds(kinds: tuple[str, ...]) -> np.ndarray:
+    """bool per collective type of ``kinds``: every member ends with the data (all-reduce, all-gather,
+    reduce-scatter, barrier)."""
+    return np.array([k.startswith(_SYMMETRIC) for k in kinds], dtype=bool)
+
+
+def _members(mt: MemberTimes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(instance, rank, end) of every member of a symmetric collective of two ranks or more, in
     (instance, rank) order."""
-    m = np.flatnonzero(g.collective >= 0)
-    kinds = g.collectives.kind
-    symmetric = np.array([k.startswith(_SYMMETRIC) for k in kinds], dtype=bool)
-    m = m[symmetric[g.collective[m]]] if len(kinds) else m[:0]
-    m = m[np.lexsort((g.rank[m], g.collective[m]))]
-    return g.collective[m].astype(np.int64), g.rank[m].astype(np.int64), g.end_ns[m]
+    m = np.flatnonzero(mt.symmetric)
+    m = m[np.lexsort((mt.rank[m], mt.instance[m]))]
+    return mt.instance[m], mt.rank[m], mt.end[m]
 
 
 def _group_medians(key: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -106,8 +134,12 @@ def _spread(inst: np.ndarray, rank: np.ndarray, end: np.ndarray, offset: np.ndar
 def clock_offsets(g: ExecGraph) -> ClockEstimate:
     """How far each rank's clock reads ahead of the lowest rank it shares collectives with (directly or
     through others), where that stands above the noise; 0 elsewhere."""
-    n_ranks = int(g.rank.max()) + 1 if len(g) else 0
-    inst, rank, end = _members(g)
+    return offsets_of(MemberTimes.of(g), int(g.rank.max()) + 1 if len(g) else 0)
+
+
+def offsets_of(mt: MemberTimes, n_ranks: int) -> ClockEstimate:
+    """``clock_offsets`` from the members' times, wherever they were read: one graph, or each rank's summary."""
+    inst, rank, end = _members(mt)
     edges: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for a, b, d, _ in zip(*(x.tolist() for x in _pair_differences(inst, rank, end, n_ranks))):
         edges[a].append((b, d))
@@ -127,13 +159,13 @@ def clock_offsets(g: ExecGraph) -> ClockEstimate:
                     seen[b] = True
                     offset[b], reference[b] = offset[a] + d, root
                     queue.append(b)
-    transfers = _join_by_transfers(g, offset, reference)
+    transfers = _join_by_transfers(mt, offset, reference)
     evidence, spread = _spread(inst, rank, end, offset, n_ranks)
     keep = (np.abs(offset) >= SKEW_MIN_NS) & (np.abs(offset) >= SKEW_NOISE * spread)
     return ClockEstimate(np.where(keep, offset, 0), reference, evidence, spread, transfers)
 
 
-def _join_by_transfers(g: ExecGraph, offset: np.ndarray, reference: np.ndarray) -> np.ndarray:
+def _join_by_transfers(mt: MemberTimes, offset: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """Joins groups of ranks that share no collective (pipeline stages on different hosts) through the GPU
     point-to-point transfers between them, whose two kernels end together: group B's clock against group A's
     is the median difference of those ends. A join is made only when the recorded clocks make most transfers
@@ -141,11 +173,11 @@ def _join_by_transfers(g: ExecGraph, offset: np.ndarray, reference: np.ndarray) 
     one host, whose transfers overlap as recorded, are never moved. ``offset`` and ``reference`` are updated;
     returns the transfers that joined each rank's group."""
     joined = np.zeros(len(offset), dtype=np.int64)
-    m = np.flatnonzero(p2p_nodes(g) & g.trace.lanes.is_gpu[g.lane])
-    m = m[np.lexsort((g.rank[m], g.collective[m]))]
+    m = np.flatnonzero(mt.transfer)
+    m = m[np.lexsort((mt.rank[m], mt.instance[m]))]
     x, y = m[0:-1:2], m[1::2]  # the two ends of each transfer
-    x, y = x[g.collective[x] == g.collective[y]], y[g.collective[x] == g.collective[y]]
-    rx, ry = g.rank[x].astype(np.int64), g.rank[y].astype(np.int64)
+    x, y = x[mt.instance[x] == mt.instance[y]], y[mt.instance[x] == mt.instance[y]]
+    rx, ry = mt.rank[x], mt.rank[y]
     while True:
         gx, gy = reference[rx], reference[ry]
         lo, hi = np.minimum(gx, gy), np.maximum(gx, gy)
@@ -159,8 +191,8 @@ def _join_by_transfers(g: ExecGraph, offset: np.ndarray, reference: np.ndarray) 
                 continue
             ua = np.where(gx[sel] == a, x[sel], y[sel])  # the end in group a, the end in group b
             ub = np.where(gx[sel] == a, y[sel], x[sel])
-            sa, ea = g.start_ns[ua] - offset[g.rank[ua]], g.end_ns[ua] - offset[g.rank[ua]]
-            sb, eb = g.start_ns[ub] - offset[g.rank[ub]], g.end_ns[ub] - offset[g.rank[ub]]
+            sa, ea = mt.start[ua] - offset[mt.rank[ua]], mt.end[ua] - offset[mt.rank[ua]]
+            sb, eb = mt.start[ub] - offset[mt.rank[ub]], mt.end[ub] - offset[mt.rank[ub]]
             d = int(_group_medians(np.zeros(len(sel), dtype=np.int64), eb - ea)[1][0])  # the ends' median difference
             overlap = lambda shift: float(np.mean(np.minimum(ea, eb - shift) + ARRIVAL_TOL_NS  # noqa: E731
                                                   >= np.maximum(sa, sb - shift)))

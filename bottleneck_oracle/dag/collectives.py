@@ -21,8 +21,8 @@ from bottleneck_oracle.dag.types import NodeKind, Role
 from bottleneck_oracle.traces import Trace
 
 __all__ = [
-    "ARRIVAL_TOL_NS", "CollectiveArrival", "CollectiveMatch", "collective_arrivals", "completion_ns", "last_arrival_ns",
-    "match_collectives", "pair_gloo_calls",
+    "ARRIVAL_TOL_NS", "CollectiveArrival", "CollectiveMatch", "CommNodes", "arrivals_of", "collective_arrivals",
+    "comm_nodes", "completion_ns", "group_instances", "last_arrival_ns", "match_collectives", "pair_gloo_calls",
 ]
 
 ARRIVAL_TOL_NS = 50_000  # members whose spans overlap within this are one blocking instance
@@ -38,41 +38,117 @@ class CollectiveMatch:
         self.dst = dst
 
 
-def _keys(trace: Trace, nodes: np.ndarray, meta_event: np.ndarray,
-          kinds: list[str], rank: np.ndarray, start: np.ndarray) -> tuple[list[tuple[object, ...]], str]:
+Key = tuple[object, ...]
+KeyColumns = tuple[object, ...]  # a tag, then one list or int64 array per field: the keys of many nodes
+
+
+def _key_candidates(trace: Trace, nodes: np.ndarray, meta_event: np.ndarray, kinds: list[str], rank: np.ndarray,
+                    start: np.ndarray, every: bool = False) -> dict[str, KeyColumns]:
+    """The keys ``nodes`` can be matched by, best first, as columns: ``comms_id`` and ``seq`` when every node
+    has one, ``order`` always; with ``every`` false, only the best."""
     ev = trace.events
     rows = meta_event[nodes]
     comms = ev.comms_id[rows]
     seq = ev.coll_seq[rows]
     pg = [trace.strings[i] for i in ev.pg_name[rows]]
-    if len(nodes) and (comms > 0).all():
-        return [("id", int(c)) for c in comms], "comms_id"
-    if len(nodes) and (seq >= 0).all():
-        return [("seq", g, k, int(s)) for g, k, s in zip(pg, kinds, seq)], "seq"
-    nelems = ev.nelems[rows]
+    out: dict[str, KeyColumns] = {}
+    if (comms > 0).all():
+        out["comms_id"] = ("id", comms.astype(np.int64))
+    if (seq >= 0).all() and (every or not out):
+        out["seq"] = ("seq", pg, kinds, seq.astype(np.int64))
+    if out and not every:
+        return out
+    nelems = ev.nelems[rows].astype(np.int64)
     counter: dict[tuple[int, str, str, int], int] = defaultdict(int)
-    keys: list[tuple[object, ...]] = [()] * len(nodes)
+    kth = np.zeros(len(nodes), dtype=np.int64)
     for i in np.lexsort((start[nodes], rank[nodes])).tolist():
         slot = (int(rank[nodes[i]]), pg[i], kinds[i], int(nelems[i]))
-        keys[i] = ("order", *slot[1:], counter[slot])
+        kth[i] = counter[slot]
         counter[slot] += 1
-    return keys, "order"
+    out["order"] = ("order", pg, kinds, nelems, kth)
+    return out
 
 
 def _p2p_keys(trace: Trace, nodes: np.ndarray, name: np.ndarray, rank: np.ndarray, peer: np.ndarray,
-              start: np.ndarray) -> list[tuple[object, ...]]:
-    """A send from a to b and a receive on b from a are the k-th transfer a → b on both sides."""
+              start: np.ndarray) -> np.ndarray:
+    """A send from a to b and a receive on b from a are the k-th transfer a → b on both sides: int64[M, 3]
+    (a, b, k) per node of ``nodes``."""
     counter: dict[tuple[int, int, str], int] = defaultdict(int)
-    keys: list[tuple[object, ...]] = [()] * len(nodes)
+    keys = np.zeros((len(nodes), 3), dtype=np.int64)
     for i in np.argsort(start[nodes], kind="stable").tolist():
         node = nodes[i]
         direction = p2p_direction(trace.strings[name[node]])
         me, other = int(rank[node]), int(peer[node])
         pair = (me, other) if direction == "send" else (other, me)
         slot = (*pair, direction)
-        keys[i] = ("p2p", *pair, counter[slot])
+        keys[i] = (*pair, counter[slot])
         counter[slot] += 1
     return keys
+
+
+@dataclass(frozen=True, slots=True)
+class CommNodes:
+    """The comm nodes of one class (GPU kernels, or gloo ops) and the keys each can be matched by.
+
+    Args:
+        on_gpu (bool): the class.
+        nodes (np.ndarray): int64[M] comm nodes, in node order.
+        kinds (list[str]): collective type of each.
+        keys (dict[str, KeyColumns]): by how (``comms_id``, ``seq``, ``order``, best first), the keys of the
+            nodes as columns (``key_list`` makes them keys).
+        p2p (np.ndarray): int64[P] the point-to-point ops among them, which keep their own key under every how.
+        p2p_keys (np.ndarray): int64[P, 3] their key: the k-th transfer from rank a to rank b.
+    """
+
+    on_gpu: bool
+    nodes: np.ndarray
+    kinds: list[str]
+    keys: dict[str, KeyColumns]
+    p2p: np.ndarray
+    p2p_keys: np.ndarray
+
+    def key_list(self, how: str) -> list[Key]:
+        """The key of each node by ``how``."""
+        tag, *columns = self.keys[how]
+        rows = zip(*(c.tolist() if isinstance(c, np.ndarray) else c for c in columns))
+        out: list[Key] = [(tag, *row) for row in rows]
+        for i, key in zip(self.p2p.tolist(), self.p2p_keys.tolist()):
+            out[i] = ("p2p", *key)
+        return out
+
+
+def comm_nodes(trace: Trace, kind: np.ndarray, rank: np.ndarray, lane_is_gpu: np.ndarray, name: np.ndarray,
+               meta_event: np.ndarray, start: np.ndarray, peer: np.ndarray, every: bool = False) -> list[CommNodes]:
+    """The comm nodes of each class that has some, GPU first, with their matching keys (``every``: all the
+    keys each could be matched by, so that ranks read apart can agree on one; else the best)."""
+    out = []
+    type_cache: dict[int, str] = {}
+    for on_gpu in (True, False):
+        nodes = np.flatnonzero((kind == NodeKind.COMM) & (lane_is_gpu == on_gpu))
+        if not len(nodes):
+            continue
+        ctypes = [type_cache.setdefault(int(i), collective_type(trace.strings[i])) for i in name[nodes]]
+        p2p = np.flatnonzero(peer[nodes] >= 0)
+        out.append(CommNodes(on_gpu, nodes, ctypes, _key_candidates(trace, nodes, meta_event, ctypes, rank, start, every),
+                             p2p, _p2p_keys(trace, nodes[p2p], name, rank, peer, start)))
+    return out
+
+
+def group_instances(keys: list[Key], rank: np.ndarray, start: np.ndarray,
+                    end: np.ndarray) -> list[tuple[np.ndarray, bool]]:
+    """Members with one key on two ranks or more are one instance: ``(positions, reliable)`` per instance, in
+    the order of their first member. Reliable: one member per rank, and nobody left before the last arrived."""
+    groups: dict[Key, list[int]] = defaultdict(list)
+    for i, key in enumerate(keys):
+        groups[key].append(i)
+    out = []
+    for members in groups.values():
+        m = np.array(members)
+        ranks = len(np.unique(rank[m]))
+        if ranks < 2:
+            continue
+        out.append((m, bool(ranks == len(m) and end[m].min() + ARRIVAL_TOL_NS >= start[m].max())))
+    return out
 
 
 def match_collectives(
@@ -89,39 +165,22 @@ def match_collectives(
             (the node itself, or the ``record_param_comms`` that launched it).
         peer: int[N], the other rank of a point-to-point op (-1 for others).
     """
-    n = len(kind)
-    instance = np.full(n, -1, dtype=np.int32)
+    instance = np.full(len(kind), -1, dtype=np.int32)
     kinds_out: list[str] = []
     keys_out: list[str] = []
     members_out: list[int] = []
     reliable_out: list[bool] = []
     src, dst = [], []
-    type_cache: dict[int, str] = {}
-    for on_gpu in (True, False):
-        nodes = np.flatnonzero((kind == NodeKind.COMM) & (lane_is_gpu == on_gpu))
-        if not len(nodes):
-            continue
-        ctypes = [type_cache.setdefault(int(i), collective_type(trace.strings[i])) for i in name[nodes]]
-        keys, how = _keys(trace, nodes, meta_event, ctypes, rank, start)
-        p2p = np.flatnonzero(peer[nodes] >= 0)
-        for i, key in zip(p2p.tolist(), _p2p_keys(trace, nodes[p2p], name, rank, peer, start)):
-            keys[i] = key
-        groups: dict[tuple[object, ...], list[int]] = defaultdict(list)
-        ctype_of: dict[int, str] = {}
-        for node, key, ctype in zip(nodes.tolist(), keys, ctypes):
-            groups[key].append(node)
-            ctype_of[node] = ctype
-        for key, members in groups.items():
-            m = np.array(members)
-            if len(np.unique(rank[m])) < 2:
-                continue
-            ok = len(np.unique(rank[m])) == len(m) and end[m].min() + ARRIVAL_TOL_NS >= start[m].max()
-            iid = len(kinds_out)
-            instance[m] = iid
-            kinds_out.append(ctype_of[members[0]])
+    for cls in comm_nodes(trace, kind, rank, lane_is_gpu, name, meta_event, start, peer):
+        how = next(iter(cls.keys))
+        nodes = cls.nodes
+        for pos, ok in group_instances(cls.key_list(how), rank[nodes], start[nodes], end[nodes]):
+            m = nodes[pos]
+            instance[m] = len(kinds_out)
+            kinds_out.append(cls.kinds[int(pos[0])])
             keys_out.append(how)
             members_out.append(len(m))
-            reliable_out.append(bool(ok))
+            reliable_out.append(ok)
             if ok:
                 last = m[np.argmax(start[m])]
                 others = m[m != last]
@@ -185,6 +244,7 @@ class CollectiveArrival:
         relayed_ns (int): how much longer than in its other steps the last rank had itself waited for
             other ranks in the step before arriving, inside collectives and transfers: lateness passed
             on, not made (``own_ns``).
+        arrived_ns (int): when the last rank arrived.
     """
 
     instance: int
@@ -196,6 +256,7 @@ class CollectiveArrival:
     last_node: int
     lateness_ns: int
     relayed_ns: int = 0
+    arrived_ns: int = 0
 
     @property
     def own_ns(self) -> int:
@@ -208,9 +269,16 @@ def collective_arrivals(g: ExecGraph) -> list[CollectiveArrival]:
     rank had passed on (``relayed_ns``)."""
     members = np.flatnonzero(g.collective >= 0)
     members = members[g.collectives.reliable[g.collective[members]]]
+    return arrivals_of(members, g.collective[members], g.start_ns[members], g.rank[members], g.step[members],
+                       g.collectives.kind)
+
+
+def arrivals_of(members: np.ndarray, inst: np.ndarray, start: np.ndarray, rank: np.ndarray, step: np.ndarray,
+                kinds: tuple[str, ...]) -> list[CollectiveArrival]:
+    """``collective_arrivals`` from the columns of the members of reliable instances (node, instance, start,
+    rank, step), wherever they were read: one graph, or each rank's summary."""
     if not len(members):
         return []
-    inst, start, rank, step = g.collective[members], g.start_ns[members], g.rank[members], g.step[members]
     # by arrival within each instance; on a tie the lowest rank is the last
     by_arrival = np.lexsort((-rank, start, inst))
     first, end = _groups(inst[by_arrival])
@@ -231,9 +299,10 @@ def collective_arrivals(g: ExecGraph) -> list[CollectiveArrival]:
     by_rank = np.lexsort((rank, inst))
     groups = np.split(by_rank, first[1:])
     return [CollectiveArrival(
-        instance=int(inst[last[k]]), kind=g.collectives.kind[int(inst[last[k]])], step=int(step[last[k]]),
+        instance=int(inst[last[k]]), kind=kinds[int(inst[last[k]])], step=int(step[last[k]]),
         members=tuple(members[grp].tolist()), ranks=tuple(rank[grp].tolist()), last_rank=int(rank[last[k]]),
         last_node=int(members[last[k]]), lateness_ns=int(lateness[k]), relayed_ns=int(relayed[k]),
+        arrived_ns=int(arrive[k]),
     ) for k, grp in enumerate(groups)]
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bottleneck_oracle.dag.collectives import collective_arrivals
+from bottleneck_oracle.dag.collectives import CollectiveArrival, collective_arrivals
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.finding import ANOMALY_SHARE, CAT_INDEX, MIN_NS, Finding, ms, top_ops
 from bottleneck_oracle.dag.graph import ExecGraph
@@ -15,7 +15,8 @@ from bottleneck_oracle.dag.intervals import merged
 from bottleneck_oracle.dag.python_frames import python_self_time
 from bottleneck_oracle.dag.types import Bottleneck, Category, NodeKind, Role
 
-__all__ = ["category_findings", "checkpoints", "compute_time", "host_pauses", "neighbour_op", "slow_compute", "stragglers"]
+__all__ = ["category_findings", "checkpoints", "compute_time", "host_pauses", "neighbour_op", "slow_compute", "straggler_findings",
+           "stragglers"]
 
 STRAGGLER_SHARE = 0.25  # of the late rank's median step: lateness that makes a straggler
 PAUSE_SHARE = 0.10  # of the step: a host pause in a slow step
@@ -119,59 +120,65 @@ def stragglers(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[
     Reported for slow steps (every step when there are too few to compare), and once for a
     rank that is late in most steps (chronic).
     """
+    return straggler_findings(collective_arrivals(g), reports, slow, g.node_name)
+
+
+def straggler_findings(arrivals: list[CollectiveArrival], reports: list[StepReport], slow: set[int],
+                       name_of: Callable[[int], str]) -> list[Finding]:
+    """``stragglers`` from the collectives' arrivals, wherever they were read (``name_of``: a member's op
+    name); what the late rank spent its step on is said when ``reports`` carry breakdowns."""
     wall = defaultdict(list)
     for r in reports:
         wall[r.rank].append(r.wall_ns)
     typical = {rank: float(np.median(w)) for rank, w in wall.items()}
-    late: dict[tuple[int, int], list[tuple[int, int, list[int]]]] = defaultdict(list)
-    for c in collective_arrivals(g):
+    late: dict[tuple[int, int], list[CollectiveArrival]] = defaultdict(list)
+    for c in arrivals:
         if c.kind == "sendrecv" and len(c.ranks) == 2:
             continue  # a pipeline receive is posted early by design: that is a bubble, not a straggler
         # a rank late only by what it waited for itself passes the lateness on: not a straggler
         if c.own_ns >= max(MIN_NS, STRAGGLER_SHARE * typical.get(c.last_rank, 0.0)):
-            waiting = sorted(set(c.ranks) - {c.last_rank})
-            late[(c.step, c.last_rank)].append((c.lateness_ns, c.last_node, waiting))
+            late[(c.step, c.last_rank)].append(c)
     out = []
     steps_of = {r.step for r in reports}
     for rank in sorted({rank for _, rank in late}):
         mine = {step: hits for (step, r), hits in late.items() if r == rank}
         if len(steps_of) >= 3 and len(mine) * 2 > len(steps_of):
-            total = float(np.median([_late_ns(g, hits) for hits in mine.values()]))
+            total = float(np.median([_late_ns(hits) for hits in mine.values()]))
             out.append(Finding(
-                Bottleneck.STRAGGLER_RANK, None, (rank,), (g.node_name(next(iter(mine.values()))[0][1]),),
+                Bottleneck.STRAGGLER_RANK, None, (rank,), (name_of(next(iter(mine.values()))[0].last_node),),
                 ms(total), f"rank {rank} reached collectives late in {len(mine)} of {len(steps_of)} steps "
                 f"(median {ms(total)} ms a step); the other ranks waited inside",
             ))
             continue
         for step, hits in mine.items():
             if step in slow or len(steps_of) < 3:  # too few steps to tell slow ones: report all
-                out.append(_straggler_finding(g, reports, step, rank, hits))
+                out.append(_straggler_finding(name_of, reports, step, rank, hits))
     return out
 
 
-def _straggler_finding(g: ExecGraph, reports: list[StepReport], step: int, rank: int,
-                       hits: list[tuple[int, int, list[int]]]) -> Finding:
-    worst = max(hits, key=lambda h: h[0])
-    waiting = sorted({w for _, _, ws in hits for w in ws})
-    cause = _late_cause(g, reports, step, rank)
+def _straggler_finding(name_of: Callable[[int], str], reports: list[StepReport], step: int, rank: int,
+                       hits: list[CollectiveArrival]) -> Finding:
+    worst = max(hits, key=lambda h: h.lateness_ns)
+    waiting = sorted({w for h in hits for w in h.ranks} - {rank})
+    cause = _late_cause(reports, step, rank)
     return Finding(
-        Bottleneck.STRAGGLER_RANK, step, (rank,), (g.node_name(worst[1]),), ms(_late_ns(g, hits)),
-        f"rank {rank} reached {len(hits)} collective(s) of step {step} late, by up to {ms(worst[0])} ms "
-        f"(first: {g.node_name(worst[1])}); rank(s) {', '.join(map(str, waiting))} waited inside"
+        Bottleneck.STRAGGLER_RANK, step, (rank,), (name_of(worst.last_node),), ms(_late_ns(hits)),
+        f"rank {rank} reached {len(hits)} collective(s) of step {step} late, by up to {ms(worst.lateness_ns)} ms "
+        f"(first: {name_of(worst.last_node)}); rank(s) {', '.join(map(str, waiting))} waited inside"
         + (f"; before arriving, rank {rank} spent {cause}" if cause else ""),
         waiting=tuple(waiting),
     )
 
 
-def _late_ns(g: ExecGraph, hits: list[tuple[int, int, list[int]]]) -> int:
+def _late_ns(hits: list[CollectiveArrival]) -> int:
     """Time the others spent waiting for the late rank: the union of its late arrivals (collectives
     in flight together, such as two DDP buckets, are waited for once, not once each)."""
-    end = g.start_ns[[h[1] for h in hits]]
-    s, e = merged(end - np.array([h[0] for h in hits], dtype=np.int64), end)
+    end = np.array([h.arrived_ns for h in hits], dtype=np.int64)
+    s, e = merged(end - np.array([h.lateness_ns for h in hits], dtype=np.int64), end)
     return int((e - s).sum())
 
 
-def _late_cause(g: ExecGraph, reports: list[StepReport], step: int, rank: int) -> str:
+def _late_cause(reports: list[StepReport], step: int, rank: int) -> str:
     for r in reports:
         if r.step == step and r.rank == rank:
             totals = {c: v for c, v in r.breakdown_ns.items() if v >= MIN_NS}

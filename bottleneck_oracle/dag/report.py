@@ -1,4 +1,5 @@
-"""The JSON shape of an analysis (``oracle analyze --json``), shared by the CLI and later layers.
+"""The JSON shape of an analysis (``oracle analyze --json``) and of a scan (``oracle scan --json``), shared by
+the CLI and later layers.
 
 By default each step carries its breakdown, its critical path's length and its top contributors;
 whole paths (``full_paths``) come as columns, one list per field, built from the path arrays
@@ -12,15 +13,18 @@ from typing import TypedDict
 import numpy as np
 
 from bottleneck_oracle.dag.analysis import Analysis
+from bottleneck_oracle.dag.clocks import moved_clocks
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.finding import Finding, untraced_wait_ns
-from bottleneck_oracle.dag.health import trace_health
 from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
+from bottleneck_oracle.dag.health import trace_health
+from bottleneck_oracle.dag.scan import Scan
 from bottleneck_oracle.dag.slow_steps import compare_steps
 from bottleneck_oracle.dag.types import CATEGORIES, NodeKind
 
 __all__ = [
-    "AnalysisDict", "PathColumns", "analysis_to_dict", "cause_text", "file_ts_us", "finding_to_dict", "TOP_CONTRIBUTORS",
+    "AnalysisDict", "PathColumns", "analysis_to_dict", "cause_text", "file_ts_us", "finding_to_dict", "scan_to_dict",
+    "TOP_CONTRIBUTORS",
 ]
 
 TOP_CONTRIBUTORS = 10  # path segments listed per step by default, largest first
@@ -205,3 +209,32 @@ def analysis_to_dict(a: Analysis, step: int | None = None, rank: int | None = No
             if (step is None or f.step in (step, None)) and (rank is None or rank in f.ranks)
         ],
     )
+
+
+def scan_to_dict(s: Scan, top_late: int = 20) -> dict[str, object]:
+    """A scan (``dag/scan.py``) as JSON-ready data: each step of each rank, the slow steps, the stragglers, the
+    latest arrivals at collectives (``top_late``, by the lateness each rank made itself), the GPU per rank."""
+    slow = {(x.step, x.rank) for x in s.slow_steps}
+    gpu_row = {key: i for i, key in enumerate(s.gpu_steps)}
+    gpu_ranks = set(s.gpu_trace.rank.tolist())
+    late = sorted((c for c in s.arrivals if c.own_ns > 0), key=lambda c: -c.own_ns)[:top_late]
+    size = np.array(s.summary_bytes or [0])
+    return {
+        "ranks": list(s.ranks), "events": s.events, "collectives": len(s.collectives),
+        "collectives_matched": int(s.collectives.reliable.sum()),
+        "summary_bytes": {"median": int(np.median(size)), "max": int(size.max()), "total": int(size.sum())},
+        "seconds": {stage: round(t, 3) for stage, t in s.seconds.items()},
+        "clocks": moved_clocks(s.clocks) if s.clocks is not None and s.clocks.any() else None,
+        "steps": [{"step": r.step, "rank": r.rank, "wall_ms": round(r.wall_ns / 1e6, 3), "slow": (r.step, r.rank) in slow,
+                   "partial": (r.step, r.rank) in s.partial_steps,
+                   **({"gpu": s.gpu.record(gpu_row[(r.step, r.rank)])} if r.rank in gpu_ranks else {})}
+                  for r in s.steps],
+        "slow_steps": [{"step": x.step, "rank": x.rank, "wall_ms": round(x.wall_ns / 1e6, 3),
+                        "median_ms": round(x.median_ns / 1e6, 3), "excess_ms": round(x.excess_ns / 1e6, 3)}
+                       for x in s.slow_steps],
+        "stragglers": [finding_to_dict(f) for f in s.stragglers],
+        "late_arrivals": [{"step": c.step, "kind": c.kind, "rank": c.last_rank, "ranks": len(c.ranks),
+                           "lateness_ms": round(c.lateness_ns / 1e6, 3), "passed_on_ms": round(c.relayed_ns / 1e6, 3)}
+                          for c in late],
+        "gpu_timeline": [{"rank": int(s.gpu_trace.rank[i]), **s.gpu_trace.record(i)} for i in range(len(s.gpu_trace))],
+    }

@@ -3,7 +3,7 @@
 from bottleneck_oracle.traces.events import (
     UNREAD_CATEGORY, EventTable, FlowTable, LaneTable, ProcessGroup, RankInfo, Trace,
 )
-from bottleneck_oracle.traces.loader import read_trace, trace_files
+from bottleneck_oracle.traces.loader import check_ranks, one_rank, read_rank, read_trace, trace_files
 from bottleneck_oracle.traces.types import EventKind, SyncKind
 
 __all__ = [
@@ -16,6 +16,9 @@ __all__ = [
     "SyncKind",
     "Trace",
     "UNREAD_CATEGORY",
+    "check_ranks",
+    "one_rank",
+    "read_rank",
     "read_trace",
     "trace_files",
 ]

@@ -27,7 +27,7 @@ from bottleneck_oracle.traces.execution_trace import align_with_kineto, data_dep
 from bottleneck_oracle.traces.kineto import RANK_IN_NAME, RankPart, parse_kineto
 from bottleneck_oracle.traces.types import EventKind
 
-__all__ = ["read_trace", "trace_files"]
+__all__ = ["check_ranks", "one_rank", "read_rank", "read_trace", "trace_files"]
 
 log = logging.getLogger(__name__)
 
@@ -127,34 +127,76 @@ def _parse_file(item: tuple[Path, bool, Path]) -> Parsed:
     )
 
 
-def _resolve_ranks(parts: list[RankPart], partial: bool) -> list[tuple[int, str, RankPart]]:
-    ranked: list[tuple[int, str, RankPart]] = []
-    for part in parts:
-        if part.dist_rank is not None:
-            ranked.append((part.dist_rank, "distributedInfo", part))
-        elif m := RANK_IN_NAME.search(part.path.name):
-            ranked.append((int(m.group(1)), "file name", part))
-        elif len(parts) == 1:
-            ranked.append((0, "single file", part))
-        else:
-            raise TraceFormatError(
-                f"{part.path.name}: no distributedInfo and no rank in the file name; "
-                "cannot tell which rank it holds"
-            )
+def _rank_of(part: RankPart, alone: bool) -> tuple[int, str]:
+    """The rank a file holds and where that was read (``alone``: the job's only file)."""
+    if part.dist_rank is not None:
+        return part.dist_rank, "distributedInfo"
+    if m := RANK_IN_NAME.search(part.path.name):
+        return int(m.group(1)), "file name"
+    if alone:
+        return 0, "single file"
+    raise _no_rank(part.path)
+
+
+def _no_rank(path: Path) -> TraceFormatError:
+    return TraceFormatError(f"{path.name}: no distributedInfo and no rank in the file name; cannot tell which rank it holds")
+
+
+def check_ranks(ranks: Sequence[tuple[int, Path, int | None]], partial: bool) -> None:
+    """Raises unless every rank of ``(rank, file, world size)`` is held by one file, and, unless ``partial``,
+    every rank of the world size is there."""
     seen: dict[int, Path] = {}
-    for rank, _, part in ranked:
+    for rank, path, _ in ranks:
         if rank in seen:
-            raise TraceFormatError(f"{seen[rank].name} and {part.path.name} both claim rank {rank}")
-        seen[rank] = part.path
-    world = max((p.world_size or 0 for _, _, p in ranked), default=0)
+            raise TraceFormatError(f"{seen[rank].name} and {path.name} both claim rank {rank}")
+        seen[rank] = path
+    world = max((w or 0 for _, _, w in ranks), default=0)
     missing = sorted(set(range(world)) - set(seen))
-    if len(ranked) > 1 and missing and not partial:
+    if len(ranks) > 1 and missing and not partial:
         shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
         raise TraceFormatError(
-            f"{ranked[0][2].path.parent}: world size {world} but rank(s) {shown} are missing "
+            f"{ranks[0][1].parent}: world size {world} but rank(s) {shown} are missing "
             "(pass --partial to analyze the ranks given)"
         )
+
+
+def _resolve_ranks(parts: list[RankPart], partial: bool) -> list[tuple[int, str, RankPart]]:
+    ranked = [(*_rank_of(part, len(parts) == 1), part) for part in parts]
+    check_ranks([(rank, part.path, part.world_size) for rank, _, part in ranked], partial)
     return sorted(ranked, key=lambda r: r[0])
+
+
+def read_rank(path: Path, named: bool) -> tuple[int, Path, int | None, Trace | None] | None:
+    """One rank's file as a trace of that rank alone: ``(rank, file, world size, trace)``, the trace None when
+    no event of it was usable, the rank -1 when the file does not say it (``one_rank`` says what that means);
+    None for a file that holds no rank (an execution trace, other JSON in a folder, unless ``named``). The
+    trace's times run from its own first event (``Trace.origin_ns``)."""
+    part = _parse_file((path, named, path.absolute()))
+    if not isinstance(part, RankPart):
+        if part is not None:
+            log.info("%s: an execution trace adds no timings to a scan, skipped", path.name)
+        return None
+    rank, source = _rank_of(part, alone=True)
+    said = -1 if source == "single file" else rank
+    if not len(part.events):
+        log.warning(_nothing_usable(part))
+        return said, path, part.world_size, None
+    trace = _merge([(rank, source, part)])
+    release_free_heap()
+    return said, path, part.world_size, trace
+
+
+def one_rank(ranks: list[tuple[int, Path, int | None]]) -> list[tuple[int, Path, int | None]]:
+    """The ranks ``read_rank`` read, the one of a file that does not say it taken as 0 when it is the job's only
+    file, as ``read_trace`` takes it.
+
+    Raises:
+        TraceFormatError: a file of several does not say its rank.
+    """
+    for rank, path, _ in ranks:
+        if rank < 0 and len(ranks) > 1:
+            raise _no_rank(path)
+    return [(max(rank, 0), path, world) for rank, path, world in ranks]
 
 
 def _merge(ranked: list[tuple[int, str, RankPart]]) -> Trace:

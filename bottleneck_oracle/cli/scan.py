@@ -1,0 +1,113 @@
+"""``oracle scan``: a job of any size, one rank at a time: its steps, the slow ones, the late ranks, the GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import numpy as np
+import typer
+
+from bottleneck_oracle.cli._executor import ExecutorOption, RayAddressOption, settings_for
+from bottleneck_oracle.cli._render import bar, brief, paragraph, print_json, ranks_text, stderr, stdout, table
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["scan_command"]
+
+_GPU_ROWS = 8  # ranks listed in the GPU table: the least busy first
+
+
+def scan_command(
+    paths: Annotated[list[Path], typer.Argument(help="Trace files or folders (one file per rank; .json or .json.gz).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
+    partial: Annotated[bool, typer.Option(help="Accept a job whose files miss some ranks.")] = False,
+    steps_from: Annotated[Optional[str], typer.Option(
+        "--steps-from", metavar="REGEX", help="Make the user annotations (record_function ranges) whose name "
+        "matches REGEX the steps, numbered 0, 1, ... per rank, instead of ProfilerStep#N.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each straggler's evidence in full.")] = False,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
+) -> None:
+    """Read a job one rank at a time: every step's wall time on every rank, the slow steps, the ranks that
+    reached collectives late, and what each GPU did. No process holds more than one rank, so it runs on
+    jobs too large for analyze; its numbers are analyze's."""
+    from bottleneck_oracle.dag.report import scan_to_dict
+    from bottleneck_oracle.dag.scan import scan
+    from bottleneck_oracle.executor import executor_of
+
+    settings = settings_for(executor, ray_address)
+    with bar(stderr(), "scan") as progress:
+        task = progress.add_task("", total=None)
+        s = scan(paths, executor_of(settings), partial=partial, steps_from=steps_from,
+                 progress=lambda what, n, total: progress.update(task, description=what, completed=n, total=total))
+    data = scan_to_dict(s)
+    if as_json:
+        print_json(data)
+        return
+    console = stdout()
+    size = data["summary_bytes"]
+    secs = data["seconds"]
+    paragraph(console, f"{len(s.ranks)} rank(s), {s.events:,} events, read one rank at a time in {secs['map']:.1f} s "
+              f"(a rank's summary: {size['median'] / 1e3:,.0f} KB), joined in {secs['reduce']:.1f} s; "
+              f"{data['collectives_matched']:,} of {data['collectives']:,} collectives matched across ranks", indent=0)
+    if data["clocks"]:
+        paragraph(console, f"Clocks put in step: {data['clocks']}")
+    _steps_table(data, console)
+    _stragglers(data, console, verbose)
+    _gpu_table(data, console)
+    slowest = max(data["slow_steps"], key=lambda x: x["excess_ms"], default=None)
+    where = " ".join(str(p) for p in paths)
+    paragraph(console, "Why a step is slow (its critical path through the ranks, and the cause): "
+              f"oracle analyze {where}" + (f" --step {slowest['step']}" if slowest else "")
+              + " (it holds every rank in one process)", indent=0)
+
+
+def _steps_table(data: dict, console: Console) -> None:
+    """One row per step: its wall time over the ranks, the slowest rank, and the ranks where it is slow."""
+    by_step: dict[int, list[dict]] = {}
+    for row in data["steps"]:
+        by_step.setdefault(row["step"], []).append(row)
+    if not by_step:
+        console.print("No step with work in any rank.")
+        return
+    cols = ("step", "ranks", "min", "median", "max", "slowest", "slow on")
+    rows = table("Steps: wall time over the ranks (ms)", cols, right=cols[:5], wide=("slow on",))
+    for step, mine in sorted(by_step.items()):
+        walls = np.array([r["wall_ms"] for r in mine])
+        worst = mine[int(np.argmax(walls))]
+        slow = [r["rank"] for r in mine if r["slow"]]
+        cut = [r["rank"] for r in mine if r["partial"]]
+        rows.add_row(str(step), str(len(mine)), f"{walls.min():.1f}", f"{np.median(walls):.1f}", f"{walls.max():.1f}",
+                     f"rank {worst['rank']}", (f"[bold red]{ranks_text(slow)}[/]" if slow else "")
+                     + (f" partial: {ranks_text(cut)}" if cut else ""))
+    console.print(rows)
+
+
+def _stragglers(data: dict, console: Console, verbose: bool) -> None:
+    if not data["stragglers"]:
+        console.print("No rank reached collectives late enough to be a straggler.")
+        return
+    console.print("[bold]Stragglers[/], largest impact first" + ("" if verbose else " (-v: all the evidence)"))
+    for f in data["stragglers"][:10]:
+        where = f"step {f['step']}" if f["step"] is not None else "most steps"
+        head = f"  rank {', '.join(map(str, f['ranks']))}, {where}: {f['impact_ms']} ms ({f['severity']}); "
+        paragraph(console, head + (f["evidence"] if verbose else brief(f["evidence"], console.width - len(head) - 2)),
+                  indent=0, hang=4)
+
+
+def _gpu_table(data: dict, console: Console) -> None:
+    rows = sorted(data["gpu_timeline"], key=lambda t: t["busy_ms"] / t["total_ms"] if t["total_ms"] else 0.0)
+    if not rows:
+        return
+    cols = ("rank", "busy", "total", "compute", "comm", "exposed", "idle")
+    title = "GPU per rank, least busy first (ms; exposed: comm not overlapped)"
+    if len(rows) > _GPU_ROWS:
+        title += f"; {_GPU_ROWS} of {len(rows)}"
+    out = table(title, cols, right=cols)
+    for t in rows[:_GPU_ROWS]:
+        busy = t["busy_ms"] / t["total_ms"] if t["total_ms"] else 0.0
+        out.add_row(str(t["rank"]), f"{busy:.0%}", *(f"{t[k]:.1f}" for k in (
+            "total_ms", "computation_ms", "comm_ms", "exposed_comm_ms", "idle_ms")))
+    console.print(out)

@@ -1,0 +1,280 @@
+"""A scan: a job of any size read one rank at a time, no process holding more than one rank's events.
+
+Each rank's file is read where the executor runs its task (a local process, or a Ray worker) and reduced
+to a summary (``dag/summary.py``); the summaries are joined here: the collectives matched across ranks,
+the clocks put in step, then each step's wall time on every rank, the slow steps, the GPU timeline and the
+ranks that reached collectives late. Every number equals ``analyze``'s on the whole trace. What needs the
+job's whole graph (the critical path through ranks, the other detectors, what-if) is ``analyze``'s alone.
+
+A file is parsed once: between the two rounds its trace waits on the node that read it, and its second
+task is sent there. The driver holds the summaries only: a few tens of KB per rank, where ``analyze``
+holds every event.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import shutil
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from bottleneck_oracle.dag.build import JobCollectives
+from bottleneck_oracle.dag.clocks import ClockEstimate, MemberTimes, offsets_of, symmetric_kinds
+from bottleneck_oracle.dag.collectives import CollectiveArrival, arrivals_of
+from bottleneck_oracle.dag.critical_path import StepReport
+from bottleneck_oracle.dag.detectors import straggler_findings
+from bottleneck_oracle.dag.finding import MAJOR, Finding
+from bottleneck_oracle.dag.gpu_timeline import FIELDS, GpuTimeline
+from bottleneck_oracle.dag.graph import CollectiveTable
+from bottleneck_oracle.dag.severity import bound_findings
+from bottleneck_oracle.dag.slow_steps import SlowStep, find_slow_steps, partial_steps
+from bottleneck_oracle.dag.summary import JobFrame, RankKeys, RankSummary, match_job, rank_keys, rank_summary
+from bottleneck_oracle.errors import TraceFormatError
+from bottleneck_oracle.executor import Executor
+from bottleneck_oracle.traces import check_ranks, one_rank, read_rank, trace_files
+
+__all__ = ["Scan", "scan"]
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str, int, int], None]  # (round, ranks done, ranks)
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """What a scan found.
+
+    Args:
+        ranks (tuple[int, ...]): the ranks read, in order; ``events``: their events in all.
+        steps (tuple[StepReport, ...]): one per (step, rank) with work, by step then rank, as ``analyze``'s
+            (window and wall time; no critical path: ``breakdown_ns`` is empty).
+        partial_steps (frozenset[tuple[int, int]]): (step, rank) cut short by the profiler.
+        slow_steps (tuple[SlowStep, ...]): slowest first.
+        stragglers (tuple[Finding, ...]): ranks that reached collectives late, impact capped by what their
+            step lost (``dag/severity.py``), largest first.
+        arrivals (tuple[CollectiveArrival, ...]): who reached each reliable instance last, and by how much.
+        collectives (CollectiveTable): every instance matched.
+        gpu (GpuTimeline): what the GPU did in each step, one row per (step, rank) of ``gpu_steps``.
+        gpu_steps (tuple[tuple[int, int], ...]): (step, rank) of each row of ``gpu``.
+        gpu_trace (GpuTimeline): over the trace, one row per rank with GPU work.
+        clocks (ClockEstimate | None): each rank's clock offset, as ``analyze`` reads it; None: not read.
+        summary_bytes (tuple[int, ...]): per rank, the bytes of its summaries (pickled), the driver's share.
+        task_peak_bytes (tuple[int, ...]): per rank, the peak memory of the process that summarised it.
+        seconds (dict[str, float]): the time of each stage: ``map`` (the tasks, both rounds, and a third on moved
+            clocks), ``reduce`` (the matching and the cross-rank stage, in this process).
+    """
+
+    ranks: tuple[int, ...]
+    events: int
+    steps: tuple[StepReport, ...]
+    partial_steps: frozenset[tuple[int, int]]
+    slow_steps: tuple[SlowStep, ...]
+    stragglers: tuple[Finding, ...]
+    arrivals: tuple[CollectiveArrival, ...]
+    collectives: CollectiveTable
+    gpu: GpuTimeline
+    gpu_steps: tuple[tuple[int, int], ...]
+    gpu_trace: GpuTimeline
+    clocks: ClockEstimate | None
+    summary_bytes: tuple[int, ...]
+    task_peak_bytes: tuple[int, ...]
+    seconds: dict[str, float]
+
+
+def _keys_task(item: tuple[Path, bool, Path]) -> tuple[int, Path, int | None, RankKeys | None] | None:
+    """Round 1 of one file; its trace is left at ``spill`` (the third of ``item``) for round 2 on this node."""
+    path, named, spill = item
+    read = read_rank(path, named)
+    if read is None:
+        return None
+    rank, path, world, trace = read
+    if trace is None:
+        return rank, path, world, None
+    part = spill.with_suffix(".part")
+    try:
+        spill.parent.mkdir(parents=True, exist_ok=True)
+        part.write_bytes(pickle.dumps(trace, protocol=pickle.HIGHEST_PROTOCOL))
+        os.replace(part, spill)  # whole or absent: a task killed while writing leaves no half trace to read
+    except OSError as e:  # a full or read-only temporary folder: round 2 reads the file again
+        with suppress(OSError):
+            part.unlink()
+        log.info("%s: not kept for round 2 (%s)", path.name, e)
+    return rank, path, world, rank_keys(trace)
+
+
+def _summary_task(item: tuple[Path, bool, Path, JobCollectives, str | None]) -> RankSummary:
+    """Round 2 of one file: from the trace round 1 left on this node (taken, so that it is read once), else
+    read again (the task ran on another node, or this is the round on moved clocks)."""
+    path, named, spill, job, steps_from = item
+    try:
+        trace = pickle.loads(spill.read_bytes())
+        spill.unlink()
+    except OSError:  # not there: round 1 ran on another node, or could not keep it
+        read = read_rank(path, named)
+        assert read is not None and read[3] is not None  # round 1 read it
+        trace = read[3]
+    return rank_summary(trace, job, steps_from)
+
+
+def scan(paths: Sequence[Path], executor: Executor, *, partial: bool = False, steps_from: str | None = None,
+         align_clocks: bool = True, progress: Progress | None = None) -> Scan:
+    """Scans the job in ``paths`` (files or folders, one file per rank), one task per rank file on ``executor``.
+
+    Between the rounds, each rank's parsed trace waits in the temporary folder of the node that read it
+    (``tempfile.gettempdir()``), and its next task is sent there; the folder is removed at the end.
+
+    Raises:
+        TraceFormatError: as ``read_trace``: a file unreadable or not a trace, no usable event, two files
+            claiming one rank, ranks missing (unless ``partial``).
+    """
+    spill = Path(tempfile.gettempdir()) / f"oracle-scan-{uuid.uuid4().hex}"
+    try:
+        return _scan(trace_files(paths), executor, spill, partial, steps_from, align_clocks, progress)
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)  # this node's; a cluster's other nodes' are taken by round 2
+
+
+def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, partial: bool, steps_from: str | None,
+          align_clocks: bool, progress: Progress | None) -> Scan:
+    items = [(p, named, spill / f"{i}.trace") for i, (p, named) in enumerate(files)]
+    clock = _Stopwatch()
+    with clock("map"):
+        read = _mapped(executor, _keys_task, items, "reading", progress)
+    where = dict(zip((i[2] for i in items), executor.stats.node or [""] * len(items)))
+    read_peak = dict(zip((i[2] for i in items), executor.stats.peak_rss_bytes))
+    found = [(r, item) for r, item in zip(read, items) if r is not None]
+    check_ranks(one_rank([(rank, path, world) for (rank, path, world, _), _ in found]), partial)
+    ranked = sorted(((r, item) for r, item in found if r[3] is not None), key=lambda x: x[0][3].rank)
+    if not ranked:
+        raise TraceFormatError(f"{files[0][0].name}: no usable events in any rank file")
+    keys = [r[3] for r, _ in ranked]
+    rank_items = [item for _, item in ranked]
+    near = [where[item[2]] for item in rank_items]
+    frame = JobFrame.of(keys)
+    with clock("reduce"):
+        jobs, table = match_job(keys, frame)
+    with clock("map"):
+        summaries = _summaries(executor, rank_items, jobs, steps_from, near, "summarising", progress)
+    with clock("reduce"):
+        n_ranks = max(k.rank for k in keys) + 1
+        clocks = offsets_of(_member_times(summaries, table, frame), n_ranks) if align_clocks else None
+    if clocks is not None and clocks.any():  # the members again, with the ranks' clocks in step
+        frame = JobFrame.of(keys, clocks.offset_ns)
+        with clock("reduce"):
+            jobs, table = match_job(keys, frame)
+        with clock("map"):
+            summaries = _summaries(executor, rank_items, jobs, steps_from, near, "summarising on one clock", progress)
+    sizes = tuple(len(pickle.dumps(k)) + len(pickle.dumps(s)) for k, s in zip(keys, summaries))
+    peaks = tuple(max(read_peak.get(item[2], 0), p) for item, p in zip(rank_items, executor.stats.peak_rss_bytes))
+    with clock("reduce"):
+        out = _joined(summaries, table, frame, clocks, sizes, peaks)
+    return replace(out, seconds=dict(clock.seconds))
+
+
+class _Stopwatch:
+    """Seconds spent in each named stage, summed over its blocks: ``with clock("map"): ...``."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    @contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] += time.perf_counter() - t0
+
+
+def _mapped(executor: Executor, fn: Callable[..., object], items: list, what: str,  # type: ignore[type-arg]
+            progress: Progress | None, near: list[str] | None = None) -> list:  # type: ignore[type-arg]
+    done = [0]
+
+    def tick(_: int) -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(what, done[0], len(items))
+    return executor.map(fn, items, done=tick, near=near)
+
+
+def _summaries(executor: Executor, items: list[tuple[Path, bool, Path]], jobs: list[JobCollectives],
+               steps_from: str | None, near: list[str], what: str, progress: Progress | None) -> list[RankSummary]:
+    return _mapped(executor, _summary_task, [(*item, job, steps_from) for item, job in zip(items, jobs)], what,
+                   progress, near)
+
+
+def _member_times(summaries: list[RankSummary], table: CollectiveTable, frame: JobFrame) -> MemberTimes:
+    """Every member of the job, in the job's node order (ranks in order, each in its own)."""
+    instance = np.concatenate([s.instance for s in summaries])
+    return MemberTimes(
+        instance=instance,
+        rank=np.concatenate([np.full(len(s.member), s.rank, dtype=np.int64) for s in summaries]),
+        start=np.concatenate([s.member_start + frame.shift_ns[s.rank] for s in summaries]),
+        end=np.concatenate([s.member_end + frame.shift_ns[s.rank] for s in summaries]),
+        symmetric=symmetric_kinds(table.kind)[instance], transfer=np.concatenate([s.transfer for s in summaries]),
+    )
+
+
+def _joined(summaries: list[RankSummary], table: CollectiveTable, frame: JobFrame, clocks: ClockEstimate | None,
+            sizes: tuple[int, ...], peaks: tuple[int, ...]) -> Scan:
+    """The cross-rank stage, over the summaries only."""
+    base = np.cumsum([0] + [s.nodes for s in summaries])  # the job's graph numbers each rank's nodes after the lower ranks'
+    names = {}
+    member, inst, start, rank, step = [], [], [], [], []
+    for s, b in zip(summaries, base.tolist()):
+        keep = table.reliable[s.instance] if len(s.instance) else np.zeros(0, dtype=bool)
+        member.append(s.member[keep] + b)
+        inst.append(s.instance[keep])
+        start.append(s.member_start[keep] + frame.shift_ns[s.rank])
+        rank.append(np.full(int(keep.sum()), s.rank, dtype=np.int64))
+        step.append(s.member_step[keep])
+        names.update(zip((s.member[keep] + b).tolist(), (s.names[i] for i in s.member_name[keep].tolist())))
+    arrivals = arrivals_of(*(np.concatenate(c) if c else _NONE for c in (member, inst, start, rank, step)), table.kind)
+    reports = _reports(summaries, frame)
+    partial = partial_steps(reports)
+    complete = [r for r in reports if (r.step, r.rank) not in partial]
+    slow = find_slow_steps(reports)
+    found = bound_findings(straggler_findings(arrivals, complete, {s.step for s in slow}, names.__getitem__), complete)
+    best: dict[tuple[int | None, tuple[int, ...]], Finding] = {}
+    for f in sorted(found, key=lambda f: -f.impact_ms):  # one per step and rank, as ``find_bottlenecks`` keeps
+        best.setdefault((f.step, f.ranks), f)
+    stragglers = sorted(best.values(), key=lambda f: (f.severity != MAJOR, -f.impact_ms))
+    gpu_steps = tuple((int(st), s.rank) for s in summaries for st in s.step.tolist())
+    return Scan(
+        ranks=tuple(s.rank for s in summaries), events=sum(s.events for s in summaries), steps=tuple(reports),
+        partial_steps=frozenset(partial), slow_steps=tuple(slow), stragglers=tuple(stragglers),
+        arrivals=tuple(arrivals), collectives=table, gpu=_concat([s.gpu for s in summaries]), gpu_steps=gpu_steps,
+        gpu_trace=_concat([s.gpu_trace for s in summaries]), clocks=clocks, summary_bytes=sizes,
+        task_peak_bytes=peaks, seconds={},
+    )
+
+
+def _reports(summaries: list[RankSummary], frame: JobFrame) -> list[StepReport]:
+    """The steps with work, by step then rank, as ``find_critical_paths`` orders them: window and wall only."""
+    out = []
+    for s in summaries:
+        shift = frame.shift_ns[s.rank]
+        for row in np.flatnonzero(s.last_node >= 0).tolist():
+            out.append(StepReport(
+                step=int(s.step[row]), rank=s.rank, start_ns=int(s.start_ns[row]) + shift,
+                end_ns=int(s.end_ns[row]) + shift, breakdown_ns={}, path_node=_NONE, path_category=_NONE,
+                path_rank=_NONE, path_start_ns=_NONE, path_dur_ns=_NONE, start_point=-1, end_point=-1,
+            ))
+    return sorted(out, key=lambda r: (r.step, r.rank))
+
+
+def _concat(parts: list[GpuTimeline]) -> GpuTimeline:
+    return GpuTimeline(rank=np.concatenate([p.rank for p in parts]),
+                       **{f"{f}_ns": np.concatenate([getattr(p, f"{f}_ns") for p in parts]) for f in FIELDS})
+

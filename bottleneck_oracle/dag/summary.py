@@ -1,0 +1,188 @@
+"""A job read one rank at a time: what each rank says alone, and what the ranks say together.
+
+The graph's build reads every rank at once in two places only: the matching of collectives (keys seen on
+several ranks) and the times of each instance (its first member done, its last arrived), which end a gloo op
+where its waiting thread went on. So a rank is summarised in two rounds, with a reduce over the job's
+members between them (``dag/scan.py`` runs them):
+
+1. ``rank_keys``: the rank's comm nodes, with every key each could be matched by, and their times.
+2. ``match_job``: the instances over every rank's keys, in the job's graph's order, and per rank what its
+   members need from the others (``build.JobCollectives``).
+3. ``rank_summary``: the rank's graph built alone with that, reduced to its steps, the GPU timeline of each,
+   and its members' final times: what the slow steps, the clocks and the stragglers are read from.
+
+Times in a summary are on the rank's own clock, from its own first event; ``JobFrame`` puts them on the job's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bottleneck_oracle.dag.build import JobCollectives, build_graph, comm_keys
+from bottleneck_oracle.dag.collectives import CommNodes, group_instances
+from bottleneck_oracle.dag.gpu_detectors import p2p_nodes
+from bottleneck_oracle.dag.gpu_timeline import GpuTimeline, step_gpu_timeline, trace_gpu_timeline
+from bottleneck_oracle.dag.graph import CollectiveTable
+from bottleneck_oracle.traces import Trace
+
+__all__ = ["JobFrame", "RankKeys", "RankSummary", "match_job", "rank_keys", "rank_summary"]
+
+_HOW = ("comms_id", "seq", "order")  # the keys a class of comm nodes is matched by, best first
+
+
+@dataclass(frozen=True, slots=True)
+class RankKeys:
+    """Round 1 of one rank: its comm nodes and where its times sit.
+
+    Args:
+        rank (int): the rank.
+        origin_ns (int): the epoch ns of its time 0 (its first event).
+        first_ns (int): its earliest event's start, on its time.
+        window_start_ns (int): where its recording window opens, on its time.
+        comm (list[CommNodes]): its comm nodes by class, with every key each could be matched by.
+        start (list[np.ndarray]): int64, per class, each comm node's start.
+        end (list[np.ndarray]): int64, per class, each comm node's end, before any collective moves it.
+    """
+
+    rank: int
+    origin_ns: int
+    first_ns: int
+    window_start_ns: int
+    comm: list[CommNodes]
+    start: list[np.ndarray]
+    end: list[np.ndarray]
+
+
+def rank_keys(trace: Trace) -> RankKeys:
+    """Round 1 of the trace of one rank."""
+    (info,) = trace.ranks
+    comm, start, end = comm_keys(trace)
+    return RankKeys(rank=info.rank, origin_ns=trace.origin_ns, first_ns=int(trace.events.start_ns.min(initial=0)),
+                    window_start_ns=info.window_start_ns, comm=comm, start=[start[c.nodes] for c in comm],
+                    end=[end[c.nodes] for c in comm])
+
+
+@dataclass(frozen=True, slots=True)
+class JobFrame:
+    """Where each rank's times sit on the job's clock: ``job time = own time + shift_ns[rank]``.
+
+    As ``read_trace`` and ``Trace.with_clocks_moved`` put them: from the earliest first event of all ranks,
+    each rank's clock taken back by its offset, and time 0 kept at the earliest event.
+    """
+
+    shift_ns: dict[int, int]
+
+    @classmethod
+    def of(cls, keys: list[RankKeys], offset_ns: np.ndarray | None = None) -> JobFrame:
+        origin = min(k.origin_ns for k in keys)
+        moved = {k.rank: int(offset_ns[k.rank]) if offset_ns is not None else 0 for k in keys}
+        shift = {k.rank: k.origin_ns - origin - moved[k.rank] for k in keys}
+        if offset_ns is None:
+            return cls(shift)
+        lead = -min(0, *(k.first_ns + shift[k.rank] for k in keys), *(k.window_start_ns + shift[k.rank] for k in keys))
+        return cls({r: s + lead for r, s in shift.items()})
+
+
+def match_job(keys: list[RankKeys], frame: JobFrame) -> tuple[list[JobCollectives], CollectiveTable]:
+    """The job's collective instances over every rank's keys (``keys`` in rank order), numbered as the job's
+    graph numbers them: what each rank's members need from the others, and the job's table."""
+    per_rank: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {k.rank: [] for k in keys}
+    first_end: list[int] = []
+    last_start: list[int] = []
+    kind: list[str] = []
+    key: list[str] = []
+    members: list[int] = []
+    reliable: list[bool] = []
+    for on_gpu in (True, False):
+        parts = [(k, i) for k in keys for i, c in enumerate(k.comm) if c.on_gpu == on_gpu]
+        if not parts:
+            continue
+        how = next(h for h in _HOW if all(h in k.comm[i].keys for k, i in parts))
+        flat = [key for k, i in parts for key in k.comm[i].key_list(how)]
+        rank = np.concatenate([np.full(len(k.comm[i].nodes), k.rank, dtype=np.int64) for k, i in parts])
+        node = np.concatenate([k.comm[i].nodes for k, i in parts])
+        start = np.concatenate([k.start[i] + frame.shift_ns[k.rank] for k, i in parts])
+        end = np.concatenate([k.end[i] + frame.shift_ns[k.rank] for k, i in parts])
+        ctype = [t for k, i in parts for t in k.comm[i].kinds]
+        for pos, ok in group_instances(flat, rank, start, end):
+            iid = len(kind)
+            kind.append(ctype[int(pos[0])])
+            key.append(how)
+            members.append(len(pos))
+            reliable.append(ok)
+            first_end.append(int(end[pos].min()))
+            last_start.append(int(start[pos].max()))
+            for r in np.unique(rank[pos]).tolist():
+                mine = pos[rank[pos] == r]
+                per_rank[r].append((node[mine], np.full(len(mine), iid, dtype=np.int64)))
+    table = CollectiveTable(kind=tuple(kind), key=tuple(key), members=np.array(members, dtype=np.int32),
+                            reliable=np.array(reliable, dtype=bool))
+    return [_job_of(per_rank[k.rank], table, np.array(first_end, np.int64), np.array(last_start, np.int64),
+                    frame.shift_ns[k.rank]) for k in keys], table
+
+
+def _job_of(parts: list[tuple[np.ndarray, np.ndarray]], table: CollectiveTable, first_end: np.ndarray,
+            last_start: np.ndarray, shift: int) -> JobCollectives:
+    nodes = np.concatenate([p[0] for p in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
+    inst = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    rows = np.unique(inst)
+    mine = CollectiveTable(kind=tuple(table.kind[i] for i in rows.tolist()), key=tuple(table.key[i] for i in rows.tolist()),
+                           members=table.members[rows], reliable=table.reliable[rows])
+    return JobCollectives(nodes=nodes, instance=inst, table=mine, first_end=first_end[inst] - shift,
+                          last_start=last_start[inst] - shift)
+
+
+@dataclass(frozen=True, slots=True)
+class RankSummary:
+    """Round 2 of one rank: its steps, what its GPU did in each, and its collective members, on its own time.
+
+    Args:
+        rank (int): the rank.
+        nodes (int): the nodes of its graph (the job's graph numbers its nodes after the lower ranks').
+        events (int): its events.
+        step, start_ns, end_ns, last_node: one row per step: its number, where its window opens, where its last
+            work ends, and that work's node (-1: none, ``end_ns`` then meaningless).
+        gpu (GpuTimeline): one row per step; ``gpu_trace``: one row over the trace, none without GPU work.
+        member (np.ndarray): int64 its members of the job's instances, as nodes of its graph, in node order;
+            ``instance``, ``member_start``, ``member_end``, ``member_step`` and ``transfer`` (one end of a GPU
+            point-to-point transfer) per member; ``member_name`` indexes ``names``.
+    """
+
+    rank: int
+    nodes: int
+    events: int
+    step: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    last_node: np.ndarray
+    gpu: GpuTimeline
+    gpu_trace: GpuTimeline
+    member: np.ndarray
+    instance: np.ndarray
+    member_start: np.ndarray
+    member_end: np.ndarray
+    member_step: np.ndarray
+    transfer: np.ndarray
+    member_name: np.ndarray
+    names: tuple[str, ...]
+
+
+def rank_summary(trace: Trace, job: JobCollectives, steps_from: str | None = None) -> RankSummary:
+    """Round 2 of the trace of one rank, with what the others said of its collectives."""
+    g = build_graph(trace, steps_from=steps_from, job=job)
+    steps = g.steps
+    last = steps.last_node
+    job_instance = np.full(len(g), -1, dtype=np.int64)
+    job_instance[job.nodes] = job.instance
+    m = np.flatnonzero(job_instance >= 0)
+    names, member_name = np.unique(g.name[m], return_inverse=True)
+    return RankSummary(
+        rank=trace.ranks[0].rank, nodes=len(g), events=len(trace.events), step=steps.step.astype(np.int64),
+        start_ns=steps.start_ns.astype(np.int64), end_ns=np.where(last >= 0, g.end_ns[np.maximum(last, 0)], 0),
+        last_node=last.astype(np.int64), gpu=step_gpu_timeline(g), gpu_trace=trace_gpu_timeline(trace),
+        member=m, instance=job_instance[m], member_start=g.start_ns[m], member_end=g.end_ns[m],
+        member_step=g.step[m].astype(np.int64), transfer=(p2p_nodes(g) & trace.lanes.is_gpu[g.lane])[m],
+        member_name=member_name.ravel().astype(np.int32), names=tuple(trace.strings[i] for i in names.tolist()),
+    )

@@ -1,0 +1,36 @@
+"""``oracle scan``: what it prints is the scan's (and analyze's: the walls, slow steps and GPU timeline of
+``--json`` are analyze's to the digit), its next step points at analyze, and a bad file fails in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bottleneck_oracle.dag.report import scan_to_dict
+from bottleneck_oracle.dag.scan import scan
+from bottleneck_oracle.executor import LocalExecutor
+from tests.conftest import REPO, run_oracle
+
+EXAMPLE = REPO / "examples" / "gpt_2rank"
+
+
+def test_oracle_scan_prints_the_straggler_and_the_slow_step_analyze_finds() -> None:
+    done = run_oracle("scan", EXAMPLE)
+    assert done.returncode == 0, done.stderr
+    want = scan_to_dict(scan([EXAMPLE], LocalExecutor(1)))
+    (late,) = want["stragglers"]
+    assert f"rank {late['ranks'][0]}, step {late['step']}: {late['impact_ms']} ms (major)" in done.stdout
+    assert f"oracle analyze {EXAMPLE} --step {late['step']}" in " ".join(done.stdout.split())
+    as_json = run_oracle("scan", EXAMPLE, "--json")
+    data = json.loads(as_json.stdout)
+    analysed = json.loads(run_oracle("analyze", EXAMPLE, "--json").stdout)
+    assert [(x["step"], x["rank"], x["wall_ms"]) for x in data["steps"]] == \
+        [(x["step"], x["rank"], x["wall_ms"]) for x in analysed["steps"]]
+    assert data["slow_steps"] == analysed["slow_steps"] and data["gpu_timeline"] == analysed["gpu_timeline"]
+
+
+def test_oracle_scan_of_a_bad_file_fails_in_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "rank0.json"
+    bad.write_text('{"traceEvents": [')
+    done = run_oracle("scan", bad)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == ["error: rank0.json: truncated JSON"], done.stderr
