@@ -59,22 +59,16 @@ class Executor(Protocol):
 _SHARED: Any = None  # ``shared`` of the local executor's map, inherited by its forked processes
 
 
-def _measured(fn: Callable[..., R], item: T, own_process: bool = True, shared: Any = None) -> tuple[R, int, str]:
-    """``fn(item)`` (``fn(shared, item)`` with ``shared``), with the peak RSS of the process while it ran and the
-    Ray node it ran on ("" outside Ray). A Ray worker runs task after task: its peak is reset before each one
-    (Linux), so that it is this task's alone; in the caller's own process (``own_process`` false) it is left
-    alone, and is the caller's peak so far."""
+def _measured(fn: Callable[..., R], item: T, own_process: bool = True, shared: Any = None,
+              in_ray: bool = False) -> tuple[R, int, str]:
+    """``fn(item)`` (``fn(shared, item)`` with ``shared``), with the peak RSS of the process while it ran and,
+    ``in_ray``, the Ray node it ran on (else ""). A Ray worker runs task after task: its peak is reset before
+    each one (Linux), so that it is this task's alone; in the caller's own process (``own_process`` false) it
+    is left alone, and is the caller's peak so far."""
     if own_process:
         _reset_peak_rss()
     result = fn(item) if shared is None else fn(shared, item)
-    return result, _peak_rss(), _ray_node()
-
-
-def _ray_node() -> str:
-    import sys
-
-    ray = sys.modules.get("ray")  # imported only where a Ray task runs
-    return ray.get_runtime_context().get_node_id() if ray is not None and ray.is_initialized() else ""
+    return result, _peak_rss(), _ray().get_runtime_context().get_node_id() if in_ray else ""
 
 
 def _collect(results: Iterable[tuple[R, int, str]], done: Callable[[int], None] | None) -> list[tuple[R, int, str]]:
@@ -156,7 +150,7 @@ class RayExecutor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         on = lambda node: task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True)) if node else task  # noqa: E731
-        refs = [on(near[i] if near else "").remote(fn, item, True, shared_ref) for i, item in enumerate(items)]
+        refs = [on(near[i] if near else "").remote(fn, item, True, shared_ref, True) for i, item in enumerate(items)]
         position = {ref: i for i, ref in enumerate(refs)}
         out: list[Any] = [None] * len(refs)
         try:

@@ -206,3 +206,15 @@ def test_oracle_ingest_with_ray_loads_what_it_loads_locally(tmp_path: Path) -> N
     for report in reports.values():
         report.pop("seconds")
     assert reports["ray"] == reports["local"] and reports["ray"]["outcome"] == "loaded"
+
+
+@pytest.mark.slow
+def test_ray_says_where_each_task_ran_and_sends_a_task_near_its_files(ray_cluster) -> None:  # type: ignore[no-untyped-def]
+    """A scan's round 2 goes to the node that read the rank in round 1 (its parsed trace waits there)."""
+    executor = RayExecutor()
+    assert executor.map(len, ["a", "bb"]) == [1, 2]
+    here = ray_cluster.get_runtime_context().get_node_id()
+    assert executor.stats.node == [here, here]
+    assert executor.map(len, ["ccc"], near=[here]) == [3] and executor.stats.node == [here]
+    local = LocalExecutor(2)
+    assert local.map(len, ["a", "bb"]) == [1, 2] and local.stats.node == ["", ""]

@@ -108,6 +108,13 @@ def test_a_scan_gives_analyze_s_numbers_on_jobs_whose_clocks_disagree(name: str)
         assert [(f.step, f.ranks) for f in s.stragglers] == [(3, (5,))]
 
 
+def test_a_scan_takes_the_steps_analyze_takes_from_user_annotations() -> None:
+    a = analyze(read_trace(EXAMPLE), steps_from="Optimizer.step")
+    s = scan([EXAMPLE], LocalExecutor(1), steps_from="Optimizer.step")
+    assert len(s.steps) == 12 and {r.step for r in s.steps} == set(range(6))
+    _assert_same(a, s)
+
+
 def test_the_driver_holds_each_rank_s_summary_not_its_events() -> None:
     folder = _job("paused_pipeline")
     s = scan([folder], LocalExecutor(1))
