@@ -1,8 +1,10 @@
 """The deployment examples of deploy/: parsed and checked against the package, and the compose file's own
-``ray start`` commands run here as a two-node cluster that ``oracle analyze --ray-address`` joins."""
+``ray start`` commands run here as a two-node cluster that ``oracle analyze`` and ``oracle scan --ray-address``
+join."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -104,6 +106,11 @@ def test_the_compose_nodes_commands_make_a_cluster_that_oracle_joins_by_address(
                             env=env)
         assert joined.returncode == 0, joined.stderr
         assert joined.stdout == run_oracle("analyze", example, "--json").stdout
+        # a scan on two nodes: each rank's second task sent to the node that read it, the same report
+        scans = [json.loads(run_oracle("scan", example, "--json", *where, env=env).stdout) for where in
+                 (("--executor", "ray", "--ray-address", f"127.0.0.1:{port}"), ("--executor", "local"))]
+        assert [{k: v for k, v in s.items() if k != "seconds"} for s in scans][0] == \
+            {k: v for k, v in scans[1].items() if k != "seconds"}
         stranger = run_oracle("analyze", example, "--executor", "ray", "--ray-address", f"127.0.0.1:{port}",
                               env={**env, "RAY_AUTH_TOKEN": secrets.token_hex(32)})
         assert stranger.returncode == 2
