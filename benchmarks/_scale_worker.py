@@ -57,6 +57,7 @@ def _analyze(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
     from bottleneck_oracle.dag.analysis import analyze
     from bottleneck_oracle.dag.collectives import collective_arrivals
     from bottleneck_oracle.dag.detectors import stragglers
+    from bottleneck_oracle.dag.findings import strongest
     from bottleneck_oracle.dag.report import analysis_to_dict
     from bottleneck_oracle.dag.severity import bound_findings
     from bottleneck_oracle.traces import read_trace
@@ -70,15 +71,13 @@ def _analyze(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
     report = orjson.dumps(analysis_to_dict(a), option=orjson.OPT_SERIALIZE_NUMPY)
     g = a.graph
     complete = [r for r in a.steps if (r.step, r.rank) not in a.partial_steps]
-    best: dict[object, object] = {}
-    for f in sorted(bound_findings(stragglers(g, complete, {s.step for s in a.slow_steps}), complete), key=lambda f: -f.impact_ms):
-        best.setdefault((f.step, f.ranks), f)
+    best = strongest(bound_findings(stragglers(g, complete, {s.step for s in a.slow_steps}), complete))
     gpu = {key: tuple(a.gpu.record(i).values()) for key, i in g.steps.row_of().items()}
     return {
         "ranks": len(trace.ranks), "events": len(trace.events), "read_s": t1 - t0, "work_s": t2 - t1,
         "driver_peak_after_read": read_peak, "trace_bytes": _nbytes(trace), "graph_bytes": _nbytes(g) + _nbytes(a.points),
         "digest": hashlib.blake2b(report, digest_size=12).hexdigest(),
-        "scan_digest": _scan_view(a.steps, a.slow_steps, collective_arrivals(g), best.values(), gpu, a.gpu_trace, a.clocks),
+        "scan_digest": _scan_view(a.steps, a.slow_steps, collective_arrivals(g), best, gpu, a.gpu_trace, a.clocks),
     }
 
 

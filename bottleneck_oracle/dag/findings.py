@@ -20,7 +20,7 @@ from bottleneck_oracle.dag.severity import bound_findings
 from bottleneck_oracle.dag.shared_stalls import join_shared_stalls
 from bottleneck_oracle.dag.types import Bottleneck, Category
 
-__all__ = ["Finding", "find_bottlenecks"]
+__all__ = ["Finding", "find_bottlenecks", "strongest"]
 
 
 def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[int],
@@ -60,18 +60,24 @@ def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[in
         + category_findings(g, reports, slow, Bottleneck.LAUNCH_OVERHEAD, host_time, host_mask,
                              "host time issuing GPU work", 0.30)
     )
-    best: dict[tuple[Bottleneck, int | None, tuple[int, ...]], Finding] = {}
     bounded = bound_findings(found, reports)
     if gpu is not None:
         bounded = agree_with_gpu(g, gpu, bounded)
-    for f in sorted(bounded, key=lambda f: -f.impact_ms):  # one per kind, step, ranks
-        best.setdefault((f.category, f.step, f.ranks), f)
+    best = strongest(bounded)
     # what made a rank late explains the slow steps of the ranks that waited for it
-    late = {(f.step, f.ranks) for f in best.values() if f.category == Bottleneck.STRAGGLER_RANK and f.severity == MAJOR}
-    kept = [replace(f, severity=MAJOR) if (f.step, f.ranks) in late else f for f in best.values()]
+    late = {(f.step, f.ranks) for f in best if f.category == Bottleneck.STRAGGLER_RANK and f.severity == MAJOR}
+    kept = [replace(f, severity=MAJOR) if (f.step, f.ranks) in late else f for f in best]
     if points is not None:
         kept = join_shared_stalls(g, points, reports, kept)
     return sorted(kept, key=_rank_key(kept))
+
+
+def strongest(findings: list[Finding]) -> list[Finding]:
+    """One finding per kind, step and ranks: the one of largest impact (the first found on a tie)."""
+    best: dict[tuple[Bottleneck, int | None, tuple[int, ...]], Finding] = {}
+    for f in sorted(findings, key=lambda f: -f.impact_ms):
+        best.setdefault((f.category, f.step, f.ranks), f)
+    return list(best.values())
 
 
 def _rank_key(findings: list[Finding]) -> Callable[[Finding], tuple[bool, float, int]]:

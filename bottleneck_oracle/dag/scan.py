@@ -34,6 +34,7 @@ from bottleneck_oracle.dag.collectives import CollectiveArrival, arrivals_of
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.detectors import straggler_findings
 from bottleneck_oracle.dag.finding import MAJOR, Finding
+from bottleneck_oracle.dag.findings import strongest
 from bottleneck_oracle.dag.gpu_timeline import FIELDS, GpuTimeline
 from bottleneck_oracle.dag.graph import CollectiveTable
 from bottleneck_oracle.dag.severity import bound_findings
@@ -246,10 +247,7 @@ def _joined(summaries: list[RankSummary], table: CollectiveTable, frame: JobFram
     complete = [r for r in reports if (r.step, r.rank) not in partial]
     slow = find_slow_steps(reports)
     found = bound_findings(straggler_findings(arrivals, complete, {s.step for s in slow}, names.__getitem__), complete)
-    best: dict[tuple[int | None, tuple[int, ...]], Finding] = {}
-    for f in sorted(found, key=lambda f: -f.impact_ms):  # one per step and rank, as ``find_bottlenecks`` keeps
-        best.setdefault((f.step, f.ranks), f)
-    stragglers = sorted(best.values(), key=lambda f: (f.severity != MAJOR, -f.impact_ms))
+    stragglers = sorted(strongest(found), key=lambda f: (f.severity != MAJOR, -f.impact_ms))
     gpu_steps = tuple((int(st), s.rank) for s in summaries for st in s.step.tolist())
     return Scan(
         ranks=tuple(s.rank for s in summaries), events=sum(s.events for s in summaries), steps=tuple(reports),

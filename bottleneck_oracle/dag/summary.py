@@ -59,7 +59,7 @@ def rank_keys(trace: Trace) -> RankKeys:
     """Round 1 of the trace of one rank."""
     (info,) = trace.ranks
     comm, start, end = comm_keys(trace)
-    return RankKeys(rank=info.rank, origin_ns=trace.origin_ns, first_ns=int(trace.events.start_ns.min(initial=0)),
+    return RankKeys(rank=info.rank, origin_ns=trace.origin_ns, first_ns=int(trace.events.start_ns.min()),
                     window_start_ns=info.window_start_ns, comm=comm, start=[start[c.nodes] for c in comm],
                     end=[end[c.nodes] for c in comm])
 

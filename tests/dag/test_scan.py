@@ -17,6 +17,7 @@ import pytest
 from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.dag.collectives import collective_arrivals
 from bottleneck_oracle.dag.detectors import stragglers
+from bottleneck_oracle.dag.findings import strongest
 from bottleneck_oracle.dag.scan import Scan, _keys_task, _summary_task, scan
 from bottleneck_oracle.dag.severity import bound_findings
 from bottleneck_oracle.dag.summary import JobFrame, match_job
@@ -50,15 +51,12 @@ def _job(name: str) -> Path:
 def _analysis_view(a: Analysis) -> dict[str, object]:
     """What a scan must equal, read from the whole job's analysis."""
     complete = [r for r in a.steps if (r.step, r.rank) not in a.partial_steps]
-    best: dict[object, object] = {}
-    found = bound_findings(stragglers(a.graph, complete, {s.step for s in a.slow_steps}), complete)
-    for f in sorted(found, key=lambda f: -f.impact_ms):
-        best.setdefault((f.step, f.ranks), f)
+    best = strongest(bound_findings(stragglers(a.graph, complete, {s.step for s in a.slow_steps}), complete))
     rows = a.graph.steps.row_of()
     return {
         "steps": [(r.step, r.rank, r.start_ns, r.end_ns) for r in a.steps], "partial": a.partial_steps,
         "slow": a.slow_steps, "arrivals": collective_arrivals(a.graph),
-        "stragglers": sorted(((f.step, f.ranks, f.ops, f.impact_ms, f.severity, f.waiting) for f in best.values()), key=str),
+        "stragglers": sorted(((f.step, f.ranks, f.ops, f.impact_ms, f.severity, f.waiting) for f in best), key=str),
         "gpu": {key: a.gpu.record(i) for key, i in rows.items()},
         "gpu_trace": [(int(a.gpu_trace.rank[i]), a.gpu_trace.record(i)) for i in range(len(a.gpu_trace))],
         "clocks": a.clocks.offset_ns.tolist() if a.clocks is not None else None,
