@@ -5,7 +5,7 @@ PYTHON ?= python3
 
 .PHONY: setup demo test test-live bench docs clean
 
-setup: $(VENV)/.installed tools/cypher-lint/node_modules/.installed /usr/bin/chromium
+setup: $(VENV)/.installed $(VENV)/.native tools/cypher-lint/node_modules/.installed /usr/bin/chromium
 
 # Debian's chromium for the page's browser test (tests/server/test_page.py drives it with Playwright);
 # Playwright never downloads a browser of its own. Installed only where it is missing (CI runs as root).
@@ -27,6 +27,12 @@ $(VENV)/.installed: pyproject.toml
 	@# the intent examples' and cypher templates' vectors, cached by their text (graphdb/embedding.py): the
 	@# first `oracle ask` then needs no model run; an edited example file is embedded anew on first use
 	$(PY) -c "from bottleneck_oracle.agent.intents import Slots, classify; from bottleneck_oracle.agent.planner import cypher_call; classify('why is step 3 slow?'); cypher_call('how many ops are there?', Slots())"
+	touch $@
+
+# The DAG layer's C core (dag/_native.c), which the editable install built in place: built again when
+# its source changes, so a pulled change to it needs no new venv.
+$(VENV)/.native: bottleneck_oracle/dag/_native.c $(VENV)/.installed
+	$(PY) setup.py -q build_ext --inplace
 	touch $@
 
 # The shipped example: its analysis, loaded into the embedded graph database, then asked (offline).

@@ -3,12 +3,13 @@ rank at a time) with one executor, in a fresh process.
 
 Usage::
 
-    python _scale_worker.py TRACE_DIR MODE EXECUTOR WORKERS RESULT_JSON    # MODE: analyze or scan
+    python _scale_worker.py TRACE_DIR MODE EXECUTOR WORKERS RESULT_JSON    # MODE: analyze, scan or lean
 
 Writes one JSON object: times, this process's peak RSS (the driver), each task's peak RSS where it ran (a Ray
 worker, or a local process), the sizes the driver held, a digest of the analysis (the same for every executor)
-and a digest of what a scan reports (steps, walls, slow steps, arrivals, stragglers, GPU timeline, clocks),
-the same for both modes.
+and a digest of what a scan reports (steps, walls, breakdowns and critical paths through the ranks, slow steps,
+arrivals, stragglers, GPU timeline, clocks), the same for both modes; ``lean`` scans without critical paths
+(``--no-paths``) and its digest leaves out the breakdowns and paths (``lean_digest``).
 """
 
 from __future__ import annotations
@@ -43,10 +44,19 @@ def _digest(data: object) -> str:
     return hashlib.blake2b(pickle.dumps(data), digest_size=12).hexdigest()
 
 
-def _scan_view(steps, slow, arrivals, stragglers, gpu: dict, gpu_trace, clocks) -> str:  # type: ignore[no-untyped-def]
-    """What a scan reports, the same from an analysis and from a scan."""
+def _path(r) -> tuple:  # type: ignore[no-untyped-def]
+    """A step's breakdown and critical path, segment by segment (as bytes: as Python ints, the paths of a
+    1,024-rank job would take hundreds of MB of the driver's peak that the digest is meant to measure)."""
+    return (sorted(r.breakdown_ns.items()), *(np.ascontiguousarray(a, dtype=np.int64).tobytes() for a in (
+        r.path_node, r.path_category, r.path_rank, r.path_start_ns, r.path_dur_ns)))
+
+
+def _scan_view(steps, slow, arrivals, stragglers, gpu: dict, gpu_trace, clocks, paths: bool = True) -> str:  # type: ignore[no-untyped-def]
+    """What a scan reports, the same from an analysis and from a scan (``paths``: with every step's breakdown
+    and critical path)."""
     return _digest((
-        [(r.step, r.rank, r.start_ns, r.end_ns) for r in steps], [(s.step, s.rank, s.wall_ns, s.median_ns) for s in slow],
+        [(r.step, r.rank, r.start_ns, r.end_ns) + (_path(r) if paths else ()) for r in steps],
+        [(s.step, s.rank, s.wall_ns, s.median_ns) for s in slow],
         [(c.instance, c.step, c.last_rank, c.lateness_ns, c.relayed_ns) for c in arrivals],
         sorted(((f.step, f.ranks, f.impact_ms) for f in stragglers), key=str), sorted(gpu.items()),
         [gpu_trace.record(i) for i in range(len(gpu_trace))], None if clocks is None else clocks.offset_ns.tolist(),
@@ -73,25 +83,28 @@ def _analyze(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
     complete = [r for r in a.steps if (r.step, r.rank) not in a.partial_steps]
     best = strongest(bound_findings(stragglers(g, complete, {s.step for s in a.slow_steps}), complete))
     gpu = {key: tuple(a.gpu.record(i).values()) for key, i in g.steps.row_of().items()}
+    view = (a.steps, a.slow_steps, collective_arrivals(g), best, gpu, a.gpu_trace, a.clocks)
     return {
         "ranks": len(trace.ranks), "events": len(trace.events), "read_s": t1 - t0, "work_s": t2 - t1,
         "driver_peak_after_read": read_peak, "trace_bytes": _nbytes(trace), "graph_bytes": _nbytes(g) + _nbytes(a.points),
         "digest": hashlib.blake2b(report, digest_size=12).hexdigest(),
-        "scan_digest": _scan_view(a.steps, a.slow_steps, collective_arrivals(g), best, gpu, a.gpu_trace, a.clocks),
+        "scan_digest": _scan_view(*view), "lean_digest": _scan_view(*view, paths=False),
     }
 
 
-def _scan(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
+def _scan(trace_dir: Path, executor, paths: bool = True) -> dict:  # type: ignore[no-untyped-def]
     from bottleneck_oracle.dag.scan import scan
 
     t0 = time.perf_counter()
-    s = scan([trace_dir], executor)
+    s = scan([trace_dir], executor, critical_paths=paths)
     t1 = time.perf_counter()
     gpu = {key: tuple(s.gpu.record(i).values()) for i, key in enumerate(s.gpu_steps)}
     return {
         "ranks": len(s.ranks), "events": s.events, "read_s": 0.0, "work_s": t1 - t0,
         "summary_bytes": list(s.summary_bytes), "task_peaks": list(s.task_peak_bytes),
-        "scan_digest": _scan_view(s.steps, s.slow_steps, s.arrivals, s.stragglers, gpu, s.gpu_trace, s.clocks),
+        "scan_digest" if paths else "lean_digest":
+            _scan_view(s.steps, s.slow_steps, s.arrivals, s.stragglers, gpu, s.gpu_trace, s.clocks, paths),
+        "map_s": s.seconds["map"], "reduce_s": s.seconds["reduce"],
     }
 
 
@@ -103,7 +116,7 @@ def main(argv: list[str]) -> int:
     start = time.perf_counter()
     executor.map(len, ["start"])  # a Ray starts here: timed apart from the work
     t0 = time.perf_counter()
-    row = (_analyze if mode == "analyze" else _scan)(trace_dir, executor)
+    row = _analyze(trace_dir, executor) if mode == "analyze" else _scan(trace_dir, executor, paths=mode == "scan")
     out.write_text(json.dumps({
         "mode": mode, "executor": kind, "workers": workers, "start_s": t0 - start, **row,
         "driver_peak": _peak_rss(),

@@ -4,9 +4,11 @@ Ray with 1 and 2 workers, in one run.
 Synthetic jobs (7b, tp 4 x pp 2, data parallel 8, 32 and 128: 64, 256 and 1,024 ranks, 2 steps) are written
 by the simulator, then each is run by ``_scale_worker.py`` in a fresh process per mode and executor:
 ``analyze`` reads every rank into the driver and analyses the job's graph; ``scan`` (``dag/scan.py``) reduces
-each rank to a summary where its task runs and joins the summaries. Wall time, the driver's peak RSS and each
-task's peak RSS where it ran, against the number of ranks; a digest of the analysis that must be the same
-for every executor, and one of what a scan reports that must be the same for both modes.
+each rank to a summary where its task runs and joins the summaries, stitching each step's critical path
+through the ranks; ``lean`` scans without critical paths (``oracle scan --no-paths``). Wall time, the
+driver's peak RSS and each task's peak RSS where it ran, against the number of ranks; a digest of the
+analysis that must be the same for every executor, and one of what a scan reports (steps, breakdowns,
+critical paths segment by segment, stragglers, GPU timeline) that must equal the whole analysis's.
 Usage: ``python benchmarks/bench_scale.py [--ranks 64,256,1024] [--local-only] [--scan-only] [--out DIR]``;
 ``--ranks 4096 --local-only`` is the largest job this 24 GB machine analyses whole (Ray's driver holds more
 than the local one's); ``--ranks 4096 --scan-only`` scans it with every executor.
@@ -57,7 +59,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--scan-only", action="store_true", help="only scans (no whole analysis)")
     args = parser.parse_args(argv)
     executors = EXECUTORS[:1] if args.local_only else EXECUTORS
-    modes = ("scan",) if args.scan_only else ("analyze", "scan")
+    modes = ("scan", "lean") if args.scan_only else ("analyze", "scan", "lean")
     rows = []
     for ranks in map(int, args.ranks.split(",")):
         folder = make_job(args.out, ranks)
@@ -65,7 +67,8 @@ def main(argv: list[str]) -> int:
         raw_gz = sum(f.stat().st_size for f in files)
         runs = [measure(folder, mode, kind, workers) for mode in modes for kind, workers in executors]
         assert len({r["digest"] for r in runs if r["mode"] == "analyze"}) <= 1, f"{ranks} ranks: the executors disagree"
-        assert len({r["scan_digest"] for r in runs}) == 1, f"{ranks} ranks: a scan disagrees"
+        for key in ("scan_digest", "lean_digest"):
+            assert len({r[key] for r in runs if key in r}) == 1, f"{ranks} ranks: a scan disagrees ({key})"
         rows += [{**r, "raw_gz_mb": raw_gz / MB} for r in runs]
     (args.out / "bench_scale.json").write_text(json.dumps(rows, indent=1))
     print(f"{'ranks':>6}{'events':>12}{'gz MB':>7}{'mode':>8}{'executor':>9}{'wall s':>8}{'start s':>8}{'read s':>7}"
@@ -76,7 +79,7 @@ def main(argv: list[str]) -> int:
               f"{r['wall_s']:>8.1f}{r['start_s']:>8.1f}{r['read_s']:>7.1f}{r['work_s']:>7.1f}{r['driver_peak'] / MB:>10.0f}"
               f"{r['driver_peak'] / MB / r['ranks']:>8.2f}{max(peaks) / MB:>12.0f}{statistics.median(peaks) / MB:>12.0f}"
               + (f"{statistics.median(summary) / 1024:>16.1f}" if summary else ""))
-    print("every scan's report equals the whole analysis's on its job (one scan digest per job)")
+    print("every scan's report equals the whole analysis's on its job (one scan digest and one lean digest per job)")
     return 0
 
 

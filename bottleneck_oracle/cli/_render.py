@@ -21,11 +21,15 @@ if TYPE_CHECKING:
     from rich.progress import Progress
     from rich.table import Table
 
-__all__ = ["bar", "brief", "middle", "paragraph", "print_json", "ranks_text", "spinner", "stderr", "stdout",
+__all__ = ["CATEGORY_SHORT", "bar", "brief", "middle", "paragraph", "print_json", "ranks_text", "spinner", "stderr", "stdout",
            "table"]
 
 ELLIPSIS = "…"
 
+
+# a breakdown's categories as column heads
+CATEGORY_SHORT = {"gpu_compute": "gpu", "communication": "comm", "cpu": "cpu", "launch_overhead": "launch",
+                  "sync_wait": "sync", "data_loading": "data", "idle": "idle"}
 
 def print_json(data: object) -> None:
     """Writes ``data`` as one indented JSON document on stdout."""

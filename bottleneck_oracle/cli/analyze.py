@@ -10,15 +10,13 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from bottleneck_oracle.cli._executor import ExecutorOption, RayAddressOption, settings_for
-from bottleneck_oracle.cli._render import brief, middle, paragraph, print_json, ranks_text, spinner, stderr, stdout, table
+from bottleneck_oracle.cli._render import CATEGORY_SHORT, brief, middle, paragraph, print_json, ranks_text, spinner, stderr, stdout, table
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = ["analyze_command"]
 
-_SHORT = {"gpu_compute": "gpu", "communication": "comm", "cpu": "cpu", "launch_overhead": "launch",
-          "sync_wait": "sync", "data_loading": "data", "idle": "idle"}
 _AT = re.compile(r"^rank \d+(?: step -?\d+)?: ")  # a finding's evidence opens with where it is
 _INDENT = 14  # a finding's evidence lines up under its category
 
@@ -100,7 +98,7 @@ def _steps_table(data: dict, console: Console) -> None:
 
     with_gpu = any(s.get("gpu") for s in data["steps"])  # a busy column only where a GPU recorded work
     shown = [c.value for c in CATEGORIES if any(s["breakdown_ms"][c.value] >= 0.05 for s in data["steps"])]
-    columns = ("step", "rank", "wall", *(_SHORT[c] for c in shown), *(("gpu%",) if with_gpu else ()))
+    columns = ("step", "rank", "wall", *(CATEGORY_SHORT[c] for c in shown), *(("gpu%",) if with_gpu else ()))
     title = "Steps: wall time and where it went (ms, critical path" + ("; gpu%: GPU busy)" if with_gpu else ")")
     steps = table(title, (*columns, ""), right=columns)
     for s in data["steps"]:
@@ -112,7 +110,7 @@ def _steps_table(data: dict, console: Console) -> None:
         steps.add_row(str(s["step"]), str(s["rank"]), f"{s['wall_ms']:.1f}", *cells, mark)
     if data["steps"]:
         console.print(steps)
-    zero = [_SHORT[c.value] for c in CATEGORIES if c.value not in shown]
+    zero = [CATEGORY_SHORT[c.value] for c in CATEGORIES if c.value not in shown]
     if data["steps"] and zero:
         console.print(f"  (0.0 in every step, left out: {', '.join(zero)})", highlight=False)
 

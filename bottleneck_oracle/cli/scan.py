@@ -1,4 +1,5 @@
-"""``oracle scan``: a job of any size, one rank at a time: its steps, the slow ones, the late ranks, the GPU."""
+"""``oracle scan``: a job of any size, one rank at a time: its steps and their critical paths, the slow ones,
+the late ranks, the GPU."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import typer
 
 from bottleneck_oracle.cli._executor import ExecutorOption, RayAddressOption, settings_for
-from bottleneck_oracle.cli._render import bar, brief, paragraph, print_json, ranks_text, stderr, stdout, table
+from bottleneck_oracle.cli._render import CATEGORY_SHORT, bar, brief, middle, paragraph, print_json, ranks_text, stderr, stdout, table
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["scan_command"]
 
 _GPU_ROWS = 8  # ranks listed in the GPU table: the least busy first
+_TOP_OPS = 5  # ops of the slowest step's critical path listed
 
 
 def scan_command(
@@ -26,13 +28,16 @@ def scan_command(
     steps_from: Annotated[Optional[str], typer.Option(
         "--steps-from", metavar="REGEX", help="Make the user annotations (record_function ranges) whose name "
         "matches REGEX the steps, numbered 0, 1, ... per rank, instead of ProfilerStep#N.")] = None,
+    critical_paths: Annotated[bool, typer.Option(
+        "--paths/--no-paths", help="Stitch each step's critical path through the ranks and its breakdown (the "
+        "driver holds each rank's chains, tens of bytes per event); --no-paths holds its collectives only.")] = True,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each straggler's evidence in full.")] = False,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
 ) -> None:
-    """Read a job one rank at a time: every step's wall time on every rank, the slow steps, the ranks that
-    reached collectives late, and what each GPU did. No process holds more than one rank, so it runs on
-    jobs too large for analyze; its numbers are analyze's."""
+    """Read a job one rank at a time: every step's wall time on every rank and its critical path through the
+    ranks, the slow steps, the ranks that reached collectives late, and what each GPU did. No process holds
+    more than one rank's events, so it runs on jobs too large for analyze; its numbers are analyze's."""
     from bottleneck_oracle.dag.report import scan_to_dict
     from bottleneck_oracle.dag.scan import scan
     from bottleneck_oracle.executor import executor_of
@@ -40,7 +45,7 @@ def scan_command(
     settings = settings_for(executor, ray_address)
     with bar(stderr(), "scan") as progress:
         task = progress.add_task("", total=None)
-        s = scan(paths, executor_of(settings), partial=partial, steps_from=steps_from,
+        s = scan(paths, executor_of(settings), partial=partial, steps_from=steps_from, critical_paths=critical_paths,
                  progress=lambda what, n, total: progress.update(task, description=what, completed=n, total=total))
     data = scan_to_dict(s)
     if as_json:
@@ -55,11 +60,12 @@ def scan_command(
     if data["clocks"]:
         paragraph(console, f"Clocks put in step: {data['clocks']}")
     _steps_table(data, console)
+    _slowest_path(data, console)
     _stragglers(data, console, verbose)
     _gpu_table(data, console)
     slowest = max(data["slow_steps"], key=lambda x: x["excess_ms"], default=None)
     where = " ".join(str(p) for p in paths)
-    paragraph(console, "Why a step is slow (its critical path through the ranks, and the cause): "
+    paragraph(console, "The cause of a slow step and what to change (the other detectors, what-if): "
               f"oracle analyze {where}" + (f" --step {slowest['step']}" if slowest else "")
               + " (it holds every rank in one process)", indent=0)
 
@@ -83,6 +89,20 @@ def _steps_table(data: dict, console: Console) -> None:
                      f"rank {worst['rank']}", (f"[bold red]{ranks_text(slow)}[/]" if slow else "")
                      + (f" partial: {ranks_text(cut)}" if cut else ""))
     console.print(rows)
+
+
+def _slowest_path(data: dict, console: Console) -> None:
+    """Where the time of the slowest (step, rank) went: its breakdown and the largest ops of its critical path."""
+    if not any("breakdown_ms" in r for r in data["steps"]):
+        return
+    worst = max(data["steps"], key=lambda r: (r["slow"], r["wall_ms"]))
+    parts = ", ".join(f"{CATEGORY_SHORT[c]} {v:.1f}" for c, v in sorted(worst["breakdown_ms"].items(), key=lambda x: -x[1])
+                      if v >= 0.05)
+    console.print(f"[bold]Step {worst['step']} on rank {worst['rank']}[/] ({worst['wall_ms']:.1f} ms), its critical "
+                  f"path through the ranks (ms): {parts}", highlight=False)
+    for t in worst["top_contributors"][:_TOP_OPS]:
+        on = f" on rank {t['rank']}" if t["rank"] != worst["rank"] else ""
+        console.print(f"    {t['contrib_us'] / 1000:8.1f}  {t['category']:<15} {middle(t['name'], 60)}{on}", highlight=False)
 
 
 def _stragglers(data: dict, console: Console, verbose: bool) -> None:

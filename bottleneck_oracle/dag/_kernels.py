@@ -15,7 +15,7 @@ from bottleneck_oracle.dag import _native
 
 __all__ = [
     "lane_nesting", "csr", "topological_order", "longest_path", "latest_finish",
-    "walk_back", "select_binding", "CROSS", "BUSY", "GAP", "BLOCKING", "LANE_GAP", "COMM",
+    "walk_back", "mark_back", "select_binding", "CROSS", "BUSY", "GAP", "BLOCKING", "LANE_GAP", "COMM",
 ]
 
 # chain-edge modes (how the segment before a point on a lane constrains it); mirrored in _native.c
@@ -59,6 +59,9 @@ _latest.argtypes = [_I64, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR]
 _walk = _LIB.walk_back
 _walk.restype = _I64
 _walk.argtypes = [_PTR, _PTR, _PTR, _I64, _I64, _PTR]
+_mark = _LIB.mark_back
+_mark.restype = None
+_mark.argtypes = [_PTR, _PTR, _PTR, _I64, _PTR]
 _select = _LIB.select_binding
 _select.restype = _I64
 _select.argtypes = [_I64, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR, _I64, _I64, _PTR, _PTR, _PTR]
@@ -135,6 +138,14 @@ def walk_back(pred: np.ndarray, src: np.ndarray, t: np.ndarray, sink: int, stop:
     pred, src, t = _i64(pred), _i64(src), _i64(t)
     m = _walk(_p(pred), _p(src), _p(t), int(sink), int(stop), _p(out))
     return out[:m][::-1].copy()
+
+
+def mark_back(pred: np.ndarray, src: np.ndarray, sinks: np.ndarray) -> np.ndarray:
+    """bool[n]: the points on the paths back from ``sinks`` (through ``pred`` edges and their ``src``)."""
+    seen = np.zeros(len(pred), np.uint8)
+    pred, src, sinks = _i64(pred), _i64(src), _i64(sinks)
+    _mark(_p(pred), _p(src), _p(sinks), len(sinks), _p(seen))
+    return seen.view(bool)
 
 
 def select_binding(t: np.ndarray, src: np.ndarray, mode: np.ndarray, minlag: np.ndarray, in_ptr: np.ndarray,

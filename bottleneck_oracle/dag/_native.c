@@ -122,6 +122,18 @@ i64 walk_back(const i64 *pred, const i64 *src, const i64 *t, i64 sink, i64 stop,
     return m;
 }
 
+/* Marks every point on the paths back from the sinks (each walked until a point already marked). */
+void mark_back(const i64 *pred, const i64 *src, const i64 *sinks, i64 k, uint8_t *seen) {
+    for (i64 i = 0; i < k; i++) {
+        i64 v = sinks[i];
+        while (!seen[v]) {
+            seen[v] = 1;
+            if (pred[v] < 0) break;
+            v = src[pred[v]];
+        }
+    }
+}
+
 enum { CROSS = 0, BUSY = 1, GAP = 2, BLOCKING = 3, LANE_GAP = 4, COMM = 5 };
 
 /* For every point, the in-edge that released it; weights that replay the observed times. */

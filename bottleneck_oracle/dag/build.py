@@ -20,13 +20,14 @@ from bottleneck_oracle.dag.collectives import (
 from bottleneck_oracle.dag.graph import CollectiveTable, ExecGraph
 from bottleneck_oracle.dag.grouping import positions_by
 from bottleneck_oracle.dag.handoffs import handoff_edges, idle_resumes
+from bottleneck_oracle.dag.job_collectives import JobCollectives
 from bottleneck_oracle.dag.links import GpuNodes, inferred_stream_waits, launch_edges, sync_edges
 from bottleneck_oracle.dag.names import classify_names, p2p_direction
 from bottleneck_oracle.dag.steps import assign_steps, find_steps
 from bottleneck_oracle.dag.types import EdgeType, NodeKind, Role
 from bottleneck_oracle.traces import EventKind, Trace
 
-__all__ = ["JobCollectives", "build_graph", "comm_keys"]
+__all__ = ["build_graph", "comm_keys", "resumes"]
 
 log = logging.getLogger(__name__)
 
@@ -93,17 +94,25 @@ def _lane_ranges(lane: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _resume_edges(lane: np.ndarray, start: np.ndarray, end: np.ndarray, waiter_lane: np.ndarray,
                   gloo: np.ndarray, same_lane_ok: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """gloo op → first node on the waiting thread that starts after the op completed (``end``)."""
+    if not same_lane_ok:  # on its own thread program order rules
+        waiter_lane = np.where(waiter_lane == lane[gloo], -1, waiter_lane)
+    resumer = resumes(lane, start, waiter_lane, end[gloo])
+    return gloo[resumer >= 0].astype(np.int64), resumer[resumer >= 0]
+
+
+def resumes(lane: np.ndarray, start: np.ndarray, waiter_lane: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """int64 per op: the first node on its waiting thread (``waiter_lane``, -1: none) that starts after the op
+    completed (``done``); -1: none."""
     lo, hi = _lane_ranges(lane)
-    src, dst = [], []
-    for g, wl in zip(gloo.tolist(), waiter_lane.tolist()):
-        if wl < 0 or (wl == lane[g] and not same_lane_ok):  # on its own thread program order rules
+    out = np.full(len(done), -1, dtype=np.int64)
+    for i, (wl, d) in enumerate(zip(waiter_lane.tolist(), done.tolist())):
+        if wl < 0:
             continue
         a, b = lo[wl], hi[wl]
-        k = a + np.searchsorted(start[a:b], end[g] - RESUME_TOL_NS, side="left")
+        k = a + np.searchsorted(start[a:b], d - RESUME_TOL_NS, side="left")
         if k < b:
-            src.append(g)
-            dst.append(int(k))
-    return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+            out[i] = k
+    return out
 
 
 def _main_lanes(trace: Trace, kind: np.ndarray, role: np.ndarray, rank: np.ndarray,
@@ -329,38 +338,6 @@ def comm_keys(trace: Trace) -> tuple[list[CommNodes], np.ndarray, np.ndarray]:
     every node's start and end before a collective moves them (``dag/summary.py``)."""
     nd, is_gpu, _, _, _, meta, _, peer = _rank_local(trace)
     return comm_nodes(trace, nd.kind, nd.rank, is_gpu, nd.name, meta, nd.start, peer, every=True), nd.start, nd.end
-
-
-@dataclass(frozen=True, slots=True)
-class JobCollectives:
-    """What the job's other ranks say about the collectives of one rank, for the graph of that rank alone
-    (``dag/summary.py``): its comm nodes' instances, matched over every rank's keys.
-
-    Args:
-        nodes (np.ndarray): int64[M] the rank's members, as node ids of its own graph.
-        instance (np.ndarray): int64[M] the job-wide instance of each.
-        table (CollectiveTable): one row per distinct instance of ``instance``, in increasing order.
-        first_end (np.ndarray): int64[M] the end of the instance's first member to finish, on this rank's clock.
-        last_start (np.ndarray): int64[M] the start of its last member to arrive, on this rank's clock.
-    """
-
-    nodes: np.ndarray
-    instance: np.ndarray
-    table: CollectiveTable
-    first_end: np.ndarray
-    last_start: np.ndarray
-
-    def match(self, end: np.ndarray) -> tuple[CollectiveMatch, np.ndarray, np.ndarray]:
-        """The rank's match (instances numbered in ``table``'s rows, no edges: their other ends are on other
-        ranks), and each node's completion and last arrival as ``completion_ns`` and ``last_arrival_ns``
-        give them (``end``: every node's end)."""
-        instance = np.full(len(end), -1, dtype=np.int32)
-        instance[self.nodes] = np.searchsorted(np.unique(self.instance), self.instance)
-        reliable = self.table.reliable[instance[self.nodes]]
-        done, arrived = end.copy(), np.full(len(end), np.iinfo(np.int64).max, dtype=np.int64)
-        done[self.nodes[reliable]] = self.first_end[reliable]
-        arrived[self.nodes[reliable]] = self.last_start[reliable]
-        return CollectiveMatch(instance, self.table, np.zeros(0, np.int64), np.zeros(0, np.int64)), done, arrived
 
 
 def build_graph(trace: Trace, steps_from: str | None = None, job: JobCollectives | None = None) -> ExecGraph:

@@ -25,7 +25,7 @@ from bottleneck_oracle.dag.longest_path import latest_finish, longest_path
 from bottleneck_oracle.dag.points import PointGraph
 from bottleneck_oracle.dag.types import CATEGORIES, Category
 
-__all__ = ["StepReport", "find_critical_paths", "node_slack", "check_replay", "replayed_report"]
+__all__ = ["StepReport", "find_critical_paths", "node_slack", "check_replay", "replayed_report", "with_path"]
 
 log = logging.getLogger(__name__)
 _COMM = np.int8(CATEGORIES.index(Category.COMMUNICATION))
@@ -139,21 +139,24 @@ def _report(g: ExecGraph, pg: PointGraph, pred: np.ndarray, row: int) -> StepRep
 
 def _walked(pg: PointGraph, pred: np.ndarray, t: np.ndarray, r: StepReport) -> StepReport:
     """``r`` with its path, breakdown, start and end taken from the timeline ``t`` and its ``pred``."""
-    start, end = int(r.start_ns), int(r.end_ns)
-    edges = _kernels.walk_back(pred, pg.src, t, r.end_point, start)
-    seg_start = np.maximum(t[pg.src[edges]], start)
-    seg_end = t[pg.dst[edges]]
-    keep = seg_end > seg_start
-    edges, seg_start, seg_end = edges[keep], seg_start[keep], seg_end[keep]
-    seg_rank = pg.rank[edges]
+    edges = _kernels.walk_back(pred, pg.src, t, r.end_point, int(r.start_ns))
+    return with_path(r, pg.owner[edges], pg.category[edges], pg.rank[edges], t[pg.src[edges]], t[pg.dst[edges]])
+
+
+def with_path(r: StepReport, owner: np.ndarray, category: np.ndarray, rank: np.ndarray, src_ns: np.ndarray,
+              dst_ns: np.ndarray) -> StepReport:
+    """``r`` with its critical path and breakdown from the path's edges, in time order: each edge's owner,
+    category, rank and the times of its two points (the first is cut at the window's start)."""
+    seg_start = np.maximum(src_ns, r.start_ns)
+    keep = dst_ns > seg_start
+    owner, cat, seg_rank, seg_start, seg_end = owner[keep], category[keep], rank[keep], seg_start[keep], dst_ns[keep]
     # another rank's idle time is waiting for a late rank from this rank's view; its work stays work
-    cat = pg.category[edges]
     cat = np.where((seg_rank != r.rank) & (cat == _IDLE), _COMM, cat)
     dur = seg_end - seg_start
     totals = np.bincount(cat, weights=dur, minlength=len(CATEGORIES)).astype(np.int64)
-    node, cat, prank, pstart, pdur = _merge(pg.owner[edges], cat, seg_rank, seg_start, seg_end)
-    return replace(r, start_ns=start, end_ns=end, breakdown_ns={c: int(v) for c, v in zip(CATEGORIES, totals)},
-                   path_node=node, path_category=cat, path_rank=prank, path_start_ns=pstart, path_dur_ns=pdur)
+    node, cat, prank, pstart, pdur = _merge(owner, cat, seg_rank, seg_start, seg_end)
+    return replace(r, breakdown_ns={c: int(v) for c, v in zip(CATEGORIES, totals)}, path_node=node,
+                   path_category=cat, path_rank=prank, path_start_ns=pstart, path_dur_ns=pdur)
 
 
 def replayed_report(pg: PointGraph, r: StepReport, t: np.ndarray, pred: np.ndarray) -> StepReport:

@@ -18,12 +18,11 @@ import numpy as np
 
 from bottleneck_oracle.dag import _kernels
 from bottleneck_oracle.dag._kernels import BLOCKING, BUSY, COMM, CROSS, GAP, LANE_GAP
-from bottleneck_oracle.dag.collectives import completion_ns
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.longest_path import EdgeIndex, index_edges
 from bottleneck_oracle.dag.types import CATEGORIES, Category, EdgeType, NodeKind, Role
 
-__all__ = ["PointGraph", "build_point_graph", "WAKE_TOL_NS", "LANE", "SOURCE"]
+__all__ = ["InstanceTimes", "PointGraph", "build_point_graph", "WAKE_TOL_NS", "LANE", "SOURCE"]
 
 LANE = -1  # origin of program-order edges along a lane
 SOURCE = -2  # origin of edges from the source point
@@ -56,6 +55,49 @@ class PointGraph:
     binding: np.ndarray  # int64
     index: EdgeIndex
     contradicted: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteWaits:
+    """Threads of the graph that resumed when an op on another rank ended: a gloo send to a receive here.
+    The edge of the k-th is owned by ``-2 - k`` (the op is no node of this graph).
+
+    Args:
+        row (np.ndarray): int64[S] the op's instance, a row of ``g.collectives``.
+        waiter (np.ndarray): int64[S] the node that resumed.
+        end_ns (np.ndarray): int64[S] when the op ended, on this graph's clock.
+    """
+
+    row: np.ndarray
+    waiter: np.ndarray
+    end_ns: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceTimes:
+    """The times of a graph's collective instances, one per row of ``g.collectives``, where some of their
+    members are not in the graph (the graph of one rank of a job, ``dag/summary.py``).
+
+    Args:
+        first_end (np.ndarray): int64, the end of the instance's first member done, as the job's graph has it.
+        last_start (np.ndarray): int64, the start of its last member to arrive.
+        remote (RemoteWaits | None): the ops on other ranks that threads of the graph waited for.
+    """
+
+    first_end: np.ndarray
+    last_start: np.ndarray
+    remote: RemoteWaits | None = None
+
+    @classmethod
+    def of(cls, g: ExecGraph) -> InstanceTimes:
+        """The times of the instances of ``g`` over its own members."""
+        rel = g.collectives.reliable
+        member = np.flatnonzero((g.collective >= 0) & (rel[np.maximum(g.collective, 0)] if len(rel) else False))
+        first_end = np.full(len(rel), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first_end, g.collective[member], g.end_ns[member])
+        last_start = np.full(len(rel), np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(last_start, g.collective[member], g.start_ns[member])
+        return cls(first_end, last_start)
 
 
 def _chain_edges(g: ExecGraph, reliable_member: np.ndarray, transfer: np.ndarray):  # type: ignore[no-untyped-def]
@@ -98,7 +140,8 @@ def _chain_edges(g: ExecGraph, reliable_member: np.ndarray, transfer: np.ndarray
     return src, dst, mode, minlag, cat, np.where(has, owner, -1).astype(np.int64)
 
 
-def _cross_edges(g: ExecGraph, arrival_point: np.ndarray, transfer: np.ndarray):  # type: ignore[no-untyped-def]
+def _cross_edges(g: ExecGraph, arrival_point: np.ndarray, transfer: np.ndarray, first_end: np.ndarray,  # type: ignore[no-untyped-def]
+                 remote: tuple | None):  # type: ignore[type-arg]
     """Launch, sync, flow and data edges between lanes, as point edges.
 
     A thread waiting for a collective resumes when the collective completes: its wait
@@ -115,7 +158,7 @@ def _cross_edges(g: ExecGraph, arrival_point: np.ndarray, transfer: np.ndarray):
     apart = (arrival_point[s] < 0) | (g.collective[s] != g.collective[d])
     s, d = s[apart], d[apart]
     via = (arrival_point[s] >= 0) & ~gpu_node[s]  # gloo: the worker may close its span late
-    done = np.where(via, completion_ns(g.collective, g.collectives.reliable, g.end_ns)[s], g.end_ns[s])
+    done = np.where(via, first_end[np.maximum(g.collective[s], 0)] if len(first_end) else 0, g.end_ns[s])
     # into the waiter's end when it was already running as the awaited work completed (a blocking
     # call, a range that closes on resume), else into its start
     blocking = (g.kind[d] == NodeKind.RUNTIME) & (g.role[d] == Role.SYNC)
@@ -125,6 +168,8 @@ def _cross_edges(g: ExecGraph, arrival_point: np.ndarray, transfer: np.ndarray):
     # the time of a wait belongs to the waiter, except after a collective (it is communication)
     out.append((np.where(via, arrival_point[s], 2 * s + 1), 2 * d + into_end, cat,
                 np.where(g.kind[s] == NodeKind.COMM, s, d), EdgeType.SYNC, np.where(via, transfer[s], 0)))
+    if remote is not None:
+        out.append(remote)
     for etype in (EdgeType.FWDBWD, EdgeType.DATA):
         s, d = g.edges_of(etype)
         out.append((2 * s + 1, 2 * d, np.full(len(s), _C[Category.CPU]), d, etype, np.zeros(len(s), np.int64)))
@@ -137,21 +182,16 @@ def _cross_edges(g: ExecGraph, arrival_point: np.ndarray, transfer: np.ndarray):
     return src, dst, cat, owner, origin, minlag
 
 
-def _collective_edges(g: ExecGraph, first_point: int):  # type: ignore[no-untyped-def]
+def _collective_edges(g: ExecGraph, first_point: int, times: InstanceTimes):  # type: ignore[no-untyped-def]
     """Members' starts → one arrival point per reliable instance → members' ends."""
     rel = g.collectives.reliable
     member = np.flatnonzero((g.collective >= 0) & (rel[np.maximum(g.collective, 0)] if len(rel) else False))
     compact = np.full(len(rel), -1, dtype=np.int64)
     compact[rel] = np.arange(int(rel.sum()))
     point = first_point + compact[g.collective[member]]
-    arrival = np.full(int(rel.sum()), np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(arrival, compact[g.collective[member]], g.start_ns[member])
+    arrival = times.last_start[rel]
     # the lag every member's end has on the last arrival: from it to the first member done
-    first_end = np.full(len(rel), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first_end, g.collective[member], g.end_ns[member])
-    last_start = np.full(len(rel), np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(last_start, g.collective[member], g.start_ns[member])
-    transfer = np.maximum(first_end - last_start, 0)
+    transfer = np.maximum(times.first_end - times.last_start, 0)
     k = len(member)
     src = np.concatenate([2 * member, point]).astype(np.int64)
     dst = np.concatenate([point, 2 * member + 1]).astype(np.int64)
@@ -166,13 +206,36 @@ def _collective_edges(g: ExecGraph, first_point: int):  # type: ignore[no-untype
     return src, dst, minlag, owner, arrival, is_member, node_transfer, node_point
 
 
-def _all_edges(g: ExecGraph):  # type: ignore[no-untyped-def]
+def _remote_edges(g: ExecGraph, times: InstanceTimes, first_point: int, first_virtual: int):  # type: ignore[no-untyped-def]
+    """The waits of ``times.remote`` as the job's graph has them (``_cross_edges``' sync edges from a gloo op):
+    from the instance's arrival point when it is reliable, else from the op's end, here a point of its own
+    (the ``first_virtual``-th on), with no edge into it."""
+    r = times.remote
+    assert r is not None
+    rel = g.collectives.reliable
+    compact = np.cumsum(rel) - 1
+    via = rel[r.row]
+    k = np.flatnonzero(~via | (g.collective[r.waiter] != r.row))  # not into a member of its own instance
+    row, d = r.row[k], r.waiter[k]
+    done = np.where(via[k], times.first_end[row], r.end_ns[k])
+    into_end = ((g.kind[d] == NodeKind.RUNTIME) & (g.role[d] == Role.SYNC)) | (g.start_ns[d] < done - CONTRA_TOL_NS)
+    transfer = np.maximum(times.first_end[row] - times.last_start[row], 0)
+    src = np.where(via[k], first_point + compact[row], first_virtual + k)
+    return (src, 2 * d + into_end, np.full(len(k), _C[Category.COMMUNICATION]), -2 - k, EdgeType.SYNC,
+            np.where(via[k], transfer, 0)), r.end_ns
+
+
+def _all_edges(g: ExecGraph, times: InstanceTimes):  # type: ignore[no-untyped-def]
     """Every point edge: the lanes' chains, the edges between lanes and the collectives' edges, as
-    one set of columns (with its mode and minimum lag), and the collective instances' arrival times.
-    Its parts are freed on return: on a large job they are a third of the point graph's peak memory."""
-    c_src, c_dst, c_lag, c_owner, arrival, is_member, transfer, arrival_point = _collective_edges(g, 2 * len(g))
+    one set of columns (with its mode and minimum lag), and the times of the points after the nodes' (the
+    collective instances' arrivals, then the ends of ops on other ranks waited for). Its parts are freed on return: on a large job they are a third of the point graph's peak memory."""
+    c_src, c_dst, c_lag, c_owner, arrival, is_member, transfer, arrival_point = _collective_edges(g, 2 * len(g), times)
+    remote = None
+    if times.remote is not None:
+        remote, ends = _remote_edges(g, times, 2 * len(g), 2 * len(g) + len(arrival))
+        arrival = np.concatenate([arrival, ends])  # the points of ops on other ranks follow the arrival points
     h_src, h_dst, h_mode, h_lag, h_cat, h_owner = _chain_edges(g, is_member, transfer)
-    x_src, x_dst, x_cat, x_owner, x_origin, x_lag = _cross_edges(g, arrival_point, transfer)
+    x_src, x_dst, x_cat, x_owner, x_origin, x_lag = _cross_edges(g, arrival_point, transfer, times.first_end, remote)
     src = np.concatenate([h_src, x_src, c_src])
     dst = np.concatenate([h_dst, x_dst, c_dst])
     mode = np.concatenate([h_mode, np.full(len(x_src) + len(c_src), CROSS, np.int8)])
@@ -191,14 +254,18 @@ def _select_binding(t: np.ndarray, src: np.ndarray, dst: np.ndarray, mode: np.nd
                                    np.int64(CONTRA_TOL_NS))
 
 
-def build_point_graph(g: ExecGraph) -> PointGraph:
+def build_point_graph(g: ExecGraph, instances: InstanceTimes | None = None) -> PointGraph:
     """Weighs the point graph of ``g`` from its observed times and picks binding edges.
+
+    Args:
+        instances (InstanceTimes | None): the times of its collective instances where some members are
+            elsewhere (default: over its own members).
 
     Raises:
         GraphError: the graph has a cycle.
     """
     n = len(g)
-    arrival, src, dst, mode, minlag, cat, owner, origin = _all_edges(g)
+    arrival, src, dst, mode, minlag, cat, owner, origin = _all_edges(g, instances or InstanceTimes.of(g))
     n_points = 2 * n + len(arrival) + 1
     source = n_points - 1
     t = np.empty(n_points, dtype=np.int64)
@@ -243,7 +310,8 @@ def _collective_tail(g: ExecGraph, t: np.ndarray, src: np.ndarray, dst: np.ndarr
     scheduled late; the caller times all of it as the collective (a blocking 128 MB all-reduce: 198 ms
     in the worker's span, 22 ms more before the main thread ran on, 220 ms timed by the caller)."""
     o = np.maximum(owner[edges], 0)
-    comm = (origin[edges] == EdgeType.SYNC) & (owner[edges] >= 0) & (g.kind[o] == NodeKind.COMM)
+    remote = owner[edges] <= -2  # an op on another rank (``RemoteWaits``): a gloo send
+    comm = (origin[edges] == EdgeType.SYNC) & (((owner[edges] >= 0) & (g.kind[o] == NodeKind.COMM)) | remote)
     lateness = t[dst[edges]] - t[src[edges]] - minlag[edges]
     return comm & (lateness <= COMM_TAIL_SHARE * minlag[edges])
 

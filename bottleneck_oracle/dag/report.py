@@ -115,6 +115,15 @@ def _top(a: Analysis, r: StepReport, top: int) -> list[PathEntry]:
             for n, k, c, rk, t, d, w in zip(*cols.values())]
 
 
+def _scan_top(s: Scan, r: StepReport, top: int) -> list[dict[str, object]]:
+    """The ``top`` segments of a scanned step's critical path: what ``top_contributors`` says, but the op's own
+    times (a scan keeps the path, not the graph)."""
+    largest = np.argsort(-r.path_dur_ns, kind="stable")[:top].tolist()
+    return [{"name": s.names(int(r.path_node[i])) if r.path_node[i] >= 0 else "(no op)",
+             "category": CATEGORIES[int(r.path_category[i])].value, "rank": int(r.path_rank[i]),
+             "contrib_us": round(int(r.path_dur_ns[i]) / 1000, 3)} for i in largest]
+
+
 def _trace_summary(a: Analysis) -> dict[str, object]:
     g = a.graph
     t = g.trace
@@ -211,9 +220,10 @@ def analysis_to_dict(a: Analysis, step: int | None = None, rank: int | None = No
     )
 
 
-def scan_to_dict(s: Scan, top_late: int = 20) -> dict[str, object]:
-    """A scan (``dag/scan.py``) as JSON-ready data: each step of each rank, the slow steps, the stragglers, the
-    latest arrivals at collectives (``top_late``, by the lateness each rank made itself), the GPU per rank."""
+def scan_to_dict(s: Scan, top_late: int = 20, top: int = 10) -> dict[str, object]:
+    """A scan (``dag/scan.py``) as JSON-ready data: each step of each rank (its breakdown and the ``top`` ops of
+    its critical path), the slow steps, the stragglers, the latest arrivals at collectives (``top_late``, by
+    the lateness each rank made itself), the GPU per rank."""
     slow = {(x.step, x.rank) for x in s.slow_steps}
     gpu_row = {key: i for i, key in enumerate(s.gpu_steps)}
     gpu_ranks = set(s.gpu_trace.rank.tolist())
@@ -227,6 +237,10 @@ def scan_to_dict(s: Scan, top_late: int = 20) -> dict[str, object]:
         "clocks": moved_clocks(s.clocks) if s.clocks is not None and s.clocks.any() else None,
         "steps": [{"step": r.step, "rank": r.rank, "wall_ms": round(r.wall_ns / 1e6, 3), "slow": (r.step, r.rank) in slow,
                    "partial": (r.step, r.rank) in s.partial_steps,
+                   **({"critical_path_ms": round(int(r.path_dur_ns.sum()) / 1e6, 3),
+                       "critical_path_len": len(r.path_node),
+                       "breakdown_ms": {c.value: round(v / 1e6, 3) for c, v in r.breakdown_ns.items()},
+                       "top_contributors": _scan_top(s, r, top)} if r.breakdown_ns else {}),
                    **({"gpu": s.gpu.record(gpu_row[(r.step, r.rank)])} if r.rank in gpu_ranks else {})}
                   for r in s.steps],
         "slow_steps": [{"step": x.step, "rank": x.rank, "wall_ms": round(x.wall_ns / 1e6, 3),

@@ -2,13 +2,14 @@
 
 Each rank's file is read where the executor runs its task (a local process, or a Ray worker) and reduced
 to a summary (``dag/summary.py``); the summaries are joined here: the collectives matched across ranks,
-the clocks put in step, then each step's wall time on every rank, the slow steps, the GPU timeline and the
-ranks that reached collectives late. Every number equals ``analyze``'s on the whole trace. What needs the
-job's whole graph (the critical path through ranks, the other detectors, what-if) is ``analyze``'s alone.
+the clocks put in step, then each step's wall time on every rank, its critical path through the ranks and
+the breakdown of its wall time (stitched from each rank's chains, ``dag/job_paths.py``), the slow steps, the
+GPU timeline and the ranks that reached collectives late. Every number equals ``analyze``'s on the whole
+trace. What reads the job's whole graph (the other detectors, what-if, the graph model) is ``analyze``'s alone.
 
-A file is parsed once: between the two rounds its trace waits on the node that read it, and its second
-task is sent there. The driver holds the summaries only: a few tens of KB per rank, where ``analyze``
-holds every event.
+A file is parsed once, but for the ranks whose chains must be built again on ends other ranks moved (gloo
+ops that ended where their threads resumed): between the rounds its trace waits on the node that read it,
+and its second task is sent there. The driver holds the summaries only: each rank's members and chains.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 
-from bottleneck_oracle.dag.build import JobCollectives
 from bottleneck_oracle.dag.clocks import ClockEstimate, MemberTimes, offsets_of, symmetric_kinds
 from bottleneck_oracle.dag.collectives import CollectiveArrival, arrivals_of
 from bottleneck_oracle.dag.critical_path import StepReport
@@ -37,9 +37,13 @@ from bottleneck_oracle.dag.finding import MAJOR, Finding
 from bottleneck_oracle.dag.findings import strongest
 from bottleneck_oracle.dag.gpu_timeline import FIELDS, GpuTimeline
 from bottleneck_oracle.dag.graph import CollectiveTable
+from bottleneck_oracle.dag.job_collectives import JobCollectives
+from bottleneck_oracle.dag.job_paths import JobPaths, PlacedPaths
 from bottleneck_oracle.dag.severity import bound_findings
 from bottleneck_oracle.dag.slow_steps import SlowStep, find_slow_steps, partial_steps
-from bottleneck_oracle.dag.summary import JobFrame, RankKeys, RankSummary, match_job, rank_keys, rank_summary
+from bottleneck_oracle.dag.summary import (
+    JobFrame, NodeNames, RankKeys, RankSummary, match_job, rank_keys, rank_summary,
+)
 from bottleneck_oracle.errors import TraceFormatError
 from bottleneck_oracle.executor import Executor
 from bottleneck_oracle.traces import check_ranks, one_rank, read_rank, trace_files
@@ -58,8 +62,9 @@ class Scan:
 
     Args:
         ranks (tuple[int, ...]): the ranks read, in order; ``events``: their events in all.
-        steps (tuple[StepReport, ...]): one per (step, rank) with work, by step then rank, as ``analyze``'s
-            (window and wall time; no critical path: ``breakdown_ns`` is empty).
+        steps (tuple[StepReport, ...]): one per (step, rank) with work, by step then rank, as ``analyze``'s:
+            window, wall time, breakdown and critical path through the ranks (its points are not given:
+            ``start_point`` and ``end_point`` are -1).
         partial_steps (frozenset[tuple[int, int]]): (step, rank) cut short by the profiler.
         slow_steps (tuple[SlowStep, ...]): slowest first.
         stragglers (tuple[Finding, ...]): ranks that reached collectives late, impact capped by what their
@@ -72,8 +77,9 @@ class Scan:
         clocks (ClockEstimate | None): each rank's clock offset, as ``analyze`` reads it; None: not read.
         summary_bytes (tuple[int, ...]): per rank, the bytes of its summaries (pickled), the driver's share.
         task_peak_bytes (tuple[int, ...]): per rank, the peak memory of the process that summarised it.
-        seconds (dict[str, float]): the time of each stage: ``map`` (the tasks, both rounds, and a third on moved
-            clocks), ``reduce`` (the matching and the cross-rank stage, in this process).
+        seconds (dict[str, float]): the time of each stage: ``map`` (the tasks of every round), ``reduce`` (the
+            matching and the cross-rank stage, in this process).
+        names (NodeNames): the name of every node on a step's critical path, and of every member.
     """
 
     ranks: tuple[int, ...]
@@ -91,6 +97,7 @@ class Scan:
     summary_bytes: tuple[int, ...]
     task_peak_bytes: tuple[int, ...]
     seconds: dict[str, float]
+    names: NodeNames
 
 
 def _keys_task(item: tuple[Path, bool, Path]) -> tuple[int, Path, int | None, RankKeys | None] | None:
@@ -114,10 +121,10 @@ def _keys_task(item: tuple[Path, bool, Path]) -> tuple[int, Path, int | None, Ra
     return rank, path, world, rank_keys(trace)
 
 
-def _summary_task(item: tuple[Path, bool, Path, JobCollectives, str | None]) -> RankSummary:
+def _summary_task(item: tuple[Path, bool, Path, JobCollectives, str | None, bool]) -> RankSummary:
     """Round 2 of one file: from the trace round 1 left on this node (taken, so that it is read once), else
     read again (the task ran on another node, or this is the round on moved clocks)."""
-    path, named, spill, job, steps_from = item
+    path, named, spill, job, steps_from, paths = item
     try:
         trace = pickle.loads(spill.read_bytes())
         spill.unlink()
@@ -125,12 +132,16 @@ def _summary_task(item: tuple[Path, bool, Path, JobCollectives, str | None]) -> 
         read = read_rank(path, named)
         assert read is not None and read[3] is not None  # round 1 read it
         trace = read[3]
-    return rank_summary(trace, job, steps_from)
+    return rank_summary(trace, job, steps_from, paths)
 
 
 def scan(paths: Sequence[Path], executor: Executor, *, partial: bool = False, steps_from: str | None = None,
-         align_clocks: bool = True, progress: Progress | None = None) -> Scan:
+         critical_paths: bool = True, align_clocks: bool = True, progress: Progress | None = None) -> Scan:
     """Scans the job in ``paths`` (files or folders, one file per rank), one task per rank file on ``executor``.
+
+    Args:
+        critical_paths (bool): stitch each step's critical path and breakdown from the ranks' chains (the
+            driver then holds each rank's chains, tens of bytes per event; without, its members only).
 
     Between the rounds, each rank's parsed trace waits in the temporary folder of the node that read it
     (``tempfile.gettempdir()``), and its next task is sent there; the folder is removed at the end.
@@ -141,12 +152,12 @@ def scan(paths: Sequence[Path], executor: Executor, *, partial: bool = False, st
     """
     spill = Path(tempfile.gettempdir()) / f"oracle-scan-{uuid.uuid4().hex}"
     try:
-        return _scan(trace_files(paths), executor, spill, partial, steps_from, align_clocks, progress)
+        return _scan(trace_files(paths), executor, spill, partial, (steps_from, critical_paths), align_clocks, progress)
     finally:
         shutil.rmtree(spill, ignore_errors=True)  # this node's; a cluster's other nodes' are taken by round 2
 
 
-def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, partial: bool, steps_from: str | None,
+def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, partial: bool, how: tuple[str | None, bool],
           align_clocks: bool, progress: Progress | None) -> Scan:
     items = [(p, named, spill / f"{i}.trace") for i, (p, named) in enumerate(files)]
     clock = _Stopwatch()
@@ -166,7 +177,7 @@ def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, parti
     with clock("reduce"):
         jobs, table = match_job(keys, frame)
     with clock("map"):
-        summaries = _summaries(executor, rank_items, jobs, steps_from, near, "summarising", progress)
+        summaries = _summaries(executor, rank_items, jobs, how, near, "summarising", progress)
     with clock("reduce"):
         n_ranks = max(k.rank for k in keys) + 1
         clocks = offsets_of(_member_times(summaries, table, frame), n_ranks) if align_clocks else None
@@ -175,7 +186,14 @@ def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, parti
         with clock("reduce"):
             jobs, table = match_job(keys, frame)
         with clock("map"):
-            summaries = _summaries(executor, rank_items, jobs, steps_from, near, "summarising on one clock", progress)
+            summaries = _summaries(executor, rank_items, jobs, how, near, "summarising on one clock", progress)
+    settled, again = _settled(summaries, jobs, table, frame)
+    if again and how[1]:  # ranks whose instances' first ends other ranks moved: their chains again, with the moved ends
+        with clock("map"):
+            redone = _summaries(executor, [rank_items[i] for i in again], [settled[i] for i in again], how,
+                                [near[i] for i in again], "summarising with the settled ends", progress)
+        for i, s in zip(again, redone):
+            summaries[i] = s
     sizes = tuple(len(pickle.dumps(k)) + len(pickle.dumps(s)) for k, s in zip(keys, summaries))
     peaks = tuple(max(read_peak.get(item[2], 0), p) for item, p in zip(rank_items, executor.stats.peak_rss_bytes))
     with clock("reduce"):
@@ -210,9 +228,38 @@ def _mapped(executor: Executor, fn: Callable[..., object], items: list, what: st
 
 
 def _summaries(executor: Executor, items: list[tuple[Path, bool, Path]], jobs: list[JobCollectives],
-               steps_from: str | None, near: list[str], what: str, progress: Progress | None) -> list[RankSummary]:
-    return _mapped(executor, _summary_task, [(*item, job, steps_from) for item, job in zip(items, jobs)], what,
+               how: tuple[str | None, bool], near: list[str], what: str, progress: Progress | None) -> list[RankSummary]:
+    return _mapped(executor, _summary_task, [(*item, job, *how) for item, job in zip(items, jobs)], what,
                    progress, near)
+
+
+def _settled(summaries: list[RankSummary], jobs: list[JobCollectives], table: CollectiveTable, frame: JobFrame
+             ) -> tuple[list[JobCollectives], list[int]]:
+    """Each rank's collectives with the ends the job's graph has once every rank's gloo ops ended where their
+    threads resumed (its instances' first ends, the ends of sends to it), and the ranks whose chains were
+    built on other ends."""
+    first_end = np.full(len(table.kind), np.iinfo(np.int64).max, dtype=np.int64)
+    for s in summaries:
+        np.minimum.at(first_end, s.instance, s.member_end + frame.shift_ns[s.rank])
+    of_rank = {s.rank: s for s in summaries}
+    out, again = [], []
+    for i, (s, job) in enumerate(zip(summaries, jobs)):
+        shift = frame.shift_ns[s.rank]
+        settled = replace(job, settled_end=first_end[job.instance] - shift, sends=replace(job.sends, end_ns=np.array(
+            [_member_end(of_rank[r], n) + frame.shift_ns[r] - shift for r, n in zip(job.sends.rank.tolist(),
+                                                                                 job.sends.node.tolist())], np.int64)))
+        used = job.settled_end if job.settled_end is not None else job.first_end
+        mine = table.reliable[job.instance]
+        assert settled.settled_end is not None
+        if (not np.array_equal(settled.settled_end[mine], used[mine])
+                or not np.array_equal(settled.sends.end_ns, job.sends.end_ns)):
+            again.append(i)
+        out.append(settled)
+    return out, again
+
+
+def _member_end(s: RankSummary, node: int) -> int:
+    return int(s.member_end[np.searchsorted(s.member, node)])
 
 
 def _member_times(summaries: list[RankSummary], table: CollectiveTable, frame: JobFrame) -> MemberTimes:
@@ -231,7 +278,7 @@ def _joined(summaries: list[RankSummary], table: CollectiveTable, frame: JobFram
             sizes: tuple[int, ...], peaks: tuple[int, ...]) -> Scan:
     """The cross-rank stage, over the summaries only."""
     base = np.cumsum([0] + [s.nodes for s in summaries])  # the job's graph numbers each rank's nodes after the lower ranks'
-    names = {}
+    names = NodeNames(summaries, base.tolist()[:-1])
     member, inst, start, rank, step = [], [], [], [], []
     for s, b in zip(summaries, base.tolist()):
         keep = table.reliable[s.instance] if len(s.instance) else np.zeros(0, dtype=bool)
@@ -240,13 +287,12 @@ def _joined(summaries: list[RankSummary], table: CollectiveTable, frame: JobFram
         start.append(s.member_start[keep] + frame.shift_ns[s.rank])
         rank.append(np.full(int(keep.sum()), s.rank, dtype=np.int64))
         step.append(s.member_step[keep])
-        names.update(zip((s.member[keep] + b).tolist(), (s.names[i] for i in s.member_name[keep].tolist())))
     arrivals = arrivals_of(*(np.concatenate(c) if c else _NONE for c in (member, inst, start, rank, step)), table.kind)
-    reports = _reports(summaries, frame)
+    reports = _reports(summaries, base.tolist(), frame)
     partial = partial_steps(reports)
     complete = [r for r in reports if (r.step, r.rank) not in partial]
     slow = find_slow_steps(reports)
-    found = bound_findings(straggler_findings(arrivals, complete, {s.step for s in slow}, names.__getitem__), complete)
+    found = bound_findings(straggler_findings(arrivals, complete, {s.step for s in slow}, names), complete)
     stragglers = sorted(strongest(found), key=lambda f: (f.severity != MAJOR, -f.impact_ms))
     gpu_steps = tuple((int(st), s.rank) for s in summaries for st in s.step.tolist())
     return Scan(
@@ -254,21 +300,25 @@ def _joined(summaries: list[RankSummary], table: CollectiveTable, frame: JobFram
         partial_steps=frozenset(partial), slow_steps=tuple(slow), stragglers=tuple(stragglers),
         arrivals=tuple(arrivals), collectives=table, gpu=_concat([s.gpu for s in summaries]), gpu_steps=gpu_steps,
         gpu_trace=_concat([s.gpu_trace for s in summaries]), clocks=clocks, summary_bytes=sizes,
-        task_peak_bytes=peaks, seconds={},
+        task_peak_bytes=peaks, seconds={}, names=names,
     )
 
 
-def _reports(summaries: list[RankSummary], frame: JobFrame) -> list[StepReport]:
-    """The steps with work, by step then rank, as ``find_critical_paths`` orders them: window and wall only."""
+def _reports(summaries: list[RankSummary], base: list[int], frame: JobFrame) -> list[StepReport]:
+    """The steps with work, by step then rank, as ``find_critical_paths`` orders them, with their critical
+    paths stitched from every rank's chains (``base``: the first node of each rank in the job's graph)."""
+    chains = [PlacedPaths(s.rank, b, frame.shift_ns[s.rank], s.paths) for s, b in zip(summaries, base) if s.paths]
+    paths = JobPaths(chains) if len(chains) == len(summaries) else None
     out = []
     for s in summaries:
         shift = frame.shift_ns[s.rank]
         for row in np.flatnonzero(s.last_node >= 0).tolist():
-            out.append(StepReport(
+            r = StepReport(
                 step=int(s.step[row]), rank=s.rank, start_ns=int(s.start_ns[row]) + shift,
                 end_ns=int(s.end_ns[row]) + shift, breakdown_ns={}, path_node=_NONE, path_category=_NONE,
                 path_rank=_NONE, path_start_ns=_NONE, path_dur_ns=_NONE, start_point=-1, end_point=-1,
-            ))
+            )
+            out.append(paths.report(r, row) if paths is not None else r)
     return sorted(out, key=lambda r: (r.step, r.rank))
 
 

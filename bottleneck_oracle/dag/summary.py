@@ -9,7 +9,8 @@ members between them (``dag/scan.py`` runs them):
 2. ``match_job``: the instances over every rank's keys, in the job's graph's order, and per rank what its
    members need from the others (``build.JobCollectives``).
 3. ``rank_summary``: the rank's graph built alone with that, reduced to its steps, the GPU timeline of each,
-   and its members' final times: what the slow steps, the clocks and the stragglers are read from.
+   its members' final times (what the slow steps, the clocks and the stragglers are read from) and the chains
+   its steps' critical paths can take (``dag/job_paths.py``).
 
 Times in a summary are on the rank's own clock, from its own first event; ``JobFrame`` puts them on the job's.
 """
@@ -20,15 +21,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bottleneck_oracle.dag.build import JobCollectives, build_graph, comm_keys
+from bottleneck_oracle.dag.build import build_graph, comm_keys
 from bottleneck_oracle.dag.collectives import CommNodes, group_instances
 from bottleneck_oracle.dag.gpu_detectors import p2p_nodes
 from bottleneck_oracle.dag.gpu_timeline import GpuTimeline, step_gpu_timeline, trace_gpu_timeline
 from bottleneck_oracle.dag.graph import CollectiveTable
+from bottleneck_oracle.dag.job_collectives import JobCollectives, RemoteSends
+from bottleneck_oracle.dag.job_paths import RankPaths, rank_paths
 from bottleneck_oracle.traces import Trace
 
-__all__ = ["JobFrame", "RankKeys", "RankSummary", "match_job", "rank_keys", "rank_summary"]
+__all__ = ["JobFrame", "NodeNames", "RankKeys", "RankSummary", "match_job", "rank_keys", "rank_summary"]
 
+_NO = np.zeros(0, dtype=np.int64)
 _HOW = ("comms_id", "seq", "order")  # the keys a class of comm nodes is matched by, best first
 
 
@@ -89,8 +93,9 @@ def match_job(keys: list[RankKeys], frame: JobFrame) -> tuple[list[JobCollective
     """The job's collective instances over every rank's keys (``keys`` in rank order), numbered as the job's
     graph numbers them: what each rank's members need from the others, and the job's table."""
     per_rank: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {k.rank: [] for k in keys}
-    first_end: list[int] = []
-    last_start: list[int] = []
+    sends: dict[int, list[tuple[int, int, int, int, int]]] = {k.rank: [] for k in keys}  # receiver → pairs
+    sent: dict[int, list[int]] = {k.rank: [] for k in keys}  # sender → its sends to other ranks
+    times: list[tuple[int, int, int, int]] = []  # per instance: first end, last start, its rank and node
     kind: list[str] = []
     key: list[str] = []
     members: list[int] = []
@@ -112,26 +117,49 @@ def match_job(keys: list[RankKeys], frame: JobFrame) -> tuple[list[JobCollective
             key.append(how)
             members.append(len(pos))
             reliable.append(ok)
-            first_end.append(int(end[pos].min()))
-            last_start.append(int(start[pos].max()))
+            last = pos[start[pos] == start[pos].max()]
+            last = last[np.lexsort((node[last], rank[last]))[0]]  # the lowest of the job's graph's nodes
+            times.append((int(end[pos].min()), int(start[last]), int(rank[last]), int(node[last])))
             for r in np.unique(rank[pos]).tolist():
                 mine = pos[rank[pos] == r]
                 per_rank[r].append((node[mine], np.full(len(mine), iid, dtype=np.int64)))
+            if not on_gpu and flat[int(pos[0])][0] == "p2p":
+                _remote_pair(sends, sent, iid, flat[int(pos[0])], rank[pos], node[pos], end[pos])
     table = CollectiveTable(kind=tuple(kind), key=tuple(key), members=np.array(members, dtype=np.int32),
                             reliable=np.array(reliable, dtype=bool))
-    return [_job_of(per_rank[k.rank], table, np.array(first_end, np.int64), np.array(last_start, np.int64),
-                    frame.shift_ns[k.rank]) for k in keys], table
+    per_instance = np.array(times, dtype=np.int64).reshape(-1, 4).T
+    return [_job_of(per_rank[k.rank], sends[k.rank], sent[k.rank], table, per_instance, frame.shift_ns[k.rank])
+            for k in keys], table
 
 
-def _job_of(parts: list[tuple[np.ndarray, np.ndarray]], table: CollectiveTable, first_end: np.ndarray,
-            last_start: np.ndarray, shift: int) -> JobCollectives:
+def _remote_pair(sends: dict[int, list[tuple[int, int, int, int, int]]], sent: dict[int, list[int]], iid: int,
+                 key: tuple[object, ...], rank: np.ndarray, node: np.ndarray, end: np.ndarray) -> None:
+    """A gloo transfer from rank a to rank b (its key ``("p2p", a, b, k)``) on two ranks: the receive's rank
+    is told when each send ended (the job's graph pairs each send with the instance's last receive)."""
+    a, b = int(key[1]), int(key[2])  # type: ignore[call-overload]
+    receives = np.flatnonzero(rank == b)
+    if a == b or not len(receives) or b not in sends:
+        return
+    for i in np.flatnonzero(rank == a).tolist():
+        sends[b].append((int(node[receives[-1]]), iid, a, int(node[i]), int(end[i])))
+        sent[a].append(int(node[i]))
+
+
+def _job_of(parts: list[tuple[np.ndarray, np.ndarray]], sends: list[tuple[int, int, int, int, int]], sent: list[int],
+            table: CollectiveTable, per_instance: np.ndarray, shift: int) -> JobCollectives:
+    first_end, last_start, last_rank, last_node = per_instance
     nodes = np.concatenate([p[0] for p in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
     inst = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
     rows = np.unique(inst)
     mine = CollectiveTable(kind=tuple(table.kind[i] for i in rows.tolist()), key=tuple(table.key[i] for i in rows.tolist()),
                            members=table.members[rows], reliable=table.reliable[rows])
-    return JobCollectives(nodes=nodes, instance=inst, table=mine, first_end=first_end[inst] - shift,
-                          last_start=last_start[inst] - shift)
+    pairs = np.array(sends, dtype=np.int64).reshape(-1, 5).T
+    return JobCollectives(
+        nodes=nodes, instance=inst, table=mine, first_end=first_end[inst] - shift, last_start=last_start[inst] - shift,
+        last_rank=last_rank[inst], last_node=last_node[inst],
+        sends=RemoteSends(receive=pairs[0], instance=pairs[1], rank=pairs[2], node=pairs[3], end_ns=pairs[4] - shift),
+        sent=np.array(sorted(set(sent)), dtype=np.int64),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +175,11 @@ class RankSummary:
         gpu (GpuTimeline): one row per step; ``gpu_trace``: one row over the trace, none without GPU work.
         member (np.ndarray): int64 its members of the job's instances, as nodes of its graph, in node order;
             ``instance``, ``member_start``, ``member_end``, ``member_step`` and ``transfer`` (one end of a GPU
-            point-to-point transfer) per member; ``member_name`` indexes ``names``.
+            point-to-point transfer) per member.
+        named (np.ndarray): int32 the nodes whose names the scan says (its members, the owners of its chains'
+            edges, its sends to other ranks), in order; ``named_name`` indexes ``names`` for each.
+        paths (RankPaths | None): the chains of its critical paths, and of those that reach it from other
+            ranks (None: not asked for).
     """
 
     rank: int
@@ -165,24 +197,47 @@ class RankSummary:
     member_end: np.ndarray
     member_step: np.ndarray
     transfer: np.ndarray
-    member_name: np.ndarray
+    named: np.ndarray
+    named_name: np.ndarray
     names: tuple[str, ...]
+    paths: RankPaths | None
 
 
-def rank_summary(trace: Trace, job: JobCollectives, steps_from: str | None = None) -> RankSummary:
-    """Round 2 of the trace of one rank, with what the others said of its collectives."""
+def rank_summary(trace: Trace, job: JobCollectives, steps_from: str | None = None, paths: bool = True) -> RankSummary:
+    """Round 2 of the trace of one rank, with what the others said of its collectives (``paths``: and the
+    chains of its critical paths)."""
     g = build_graph(trace, steps_from=steps_from, job=job)
     steps = g.steps
     last = steps.last_node
     job_instance = np.full(len(g), -1, dtype=np.int64)
     job_instance[job.nodes] = job.instance
     m = np.flatnonzero(job_instance >= 0)
-    names, member_name = np.unique(g.name[m], return_inverse=True)
+    chains = rank_paths(g, job) if paths else None
+    owners = chains.owner[chains.owner >= 0] if chains else _NO
+    named = np.unique(np.concatenate([m, owners, job.sent])).astype(np.int32)
+    names, named_name = np.unique(g.name[named], return_inverse=True)
     return RankSummary(
         rank=trace.ranks[0].rank, nodes=len(g), events=len(trace.events), step=steps.step.astype(np.int64),
         start_ns=steps.start_ns.astype(np.int64), end_ns=np.where(last >= 0, g.end_ns[np.maximum(last, 0)], 0),
         last_node=last.astype(np.int64), gpu=step_gpu_timeline(g), gpu_trace=trace_gpu_timeline(trace),
         member=m, instance=job_instance[m], member_start=g.start_ns[m], member_end=g.end_ns[m],
         member_step=g.step[m].astype(np.int64), transfer=(p2p_nodes(g) & trace.lanes.is_gpu[g.lane])[m],
-        member_name=member_name.ravel().astype(np.int32), names=tuple(trace.strings[i] for i in names.tolist()),
+        named=named, named_name=named_name.ravel().astype(np.int32),
+        names=tuple(trace.strings[i] for i in names.tolist()), paths=chains,
     )
+
+
+class NodeNames:
+    """The names of the nodes the summaries name, by the job graph's node id (``base``: each summary's first)."""
+
+    def __init__(self, summaries: list[RankSummary], base: list[int]) -> None:
+        self._base = np.array(base, dtype=np.int64)
+        self._summaries = summaries
+
+    def __call__(self, node: int) -> str:
+        i = int(np.searchsorted(self._base, node, side="right")) - 1
+        s = self._summaries[i]
+        at = int(np.searchsorted(s.named, node - self._base[i]))
+        if at == len(s.named) or s.named[at] != node - self._base[i]:
+            raise KeyError(node)
+        return s.names[int(s.named_name[at])]

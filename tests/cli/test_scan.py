@@ -1,5 +1,6 @@
-"""``oracle scan``: what it prints is the scan's (and analyze's: the walls, slow steps and GPU timeline of
-``--json`` are analyze's to the digit), its next step points at analyze, and a bad file fails in one line."""
+"""``oracle scan``: what it prints is the scan's (and analyze's: the walls, breakdowns, critical paths, slow
+steps and GPU timeline of ``--json`` are analyze's to the digit), its next step points at analyze, and a bad
+file fails in one line."""
 
 from __future__ import annotations
 
@@ -27,6 +28,12 @@ def test_oracle_scan_prints_the_straggler_and_the_slow_step_analyze_finds() -> N
     assert [(x["step"], x["rank"], x["wall_ms"]) for x in data["steps"]] == \
         [(x["step"], x["rank"], x["wall_ms"]) for x in analysed["steps"]]
     assert data["slow_steps"] == analysed["slow_steps"] and data["gpu_timeline"] == analysed["gpu_timeline"]
+    for key in ("breakdown_ms", "critical_path_ms", "critical_path_len"):
+        assert [x[key] for x in data["steps"]] == [x[key] for x in analysed["steps"]], key
+    assert [[(t["name"], t["category"], t["rank"], t["contrib_us"]) for t in x["top_contributors"]] for x in data["steps"]] \
+        == [[(t["name"], t["category"], t["rank"], t["contrib_us"]) for t in x["top_contributors"]] for x in analysed["steps"]]
+    worst = max(data["steps"], key=lambda r: (r["slow"], r["wall_ms"]))
+    assert f"Step {worst['step']} on rank {worst['rank']} ({worst['wall_ms']:.1f} ms)" in done.stdout
 
 
 def test_oracle_scan_of_a_bad_file_fails_in_one_line(tmp_path: Path) -> None:

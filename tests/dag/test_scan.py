@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bottleneck_oracle.dag import job_paths
 from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.dag.collectives import collective_arrivals
 from bottleneck_oracle.dag.detectors import stragglers
@@ -48,15 +49,22 @@ def _job(name: str) -> Path:
     return out
 
 
+def _paths(steps) -> list[tuple[object, ...]]:  # type: ignore[no-untyped-def]
+    """Each step's breakdown and critical path, segment by segment."""
+    return [(r.step, r.rank, r.breakdown_ns, *(getattr(r, f).tolist() for f in (
+        "path_node", "path_category", "path_rank", "path_start_ns", "path_dur_ns"))) for r in steps]
+
+
 def _analysis_view(a: Analysis) -> dict[str, object]:
     """What a scan must equal, read from the whole job's analysis."""
     complete = [r for r in a.steps if (r.step, r.rank) not in a.partial_steps]
     best = strongest(bound_findings(stragglers(a.graph, complete, {s.step for s in a.slow_steps}), complete))
     rows = a.graph.steps.row_of()
     return {
-        "steps": [(r.step, r.rank, r.start_ns, r.end_ns) for r in a.steps], "partial": a.partial_steps,
+        "steps": [(r.step, r.rank, r.start_ns, r.end_ns) for r in a.steps], "paths": _paths(a.steps),
+        "partial": a.partial_steps,
         "slow": a.slow_steps, "arrivals": collective_arrivals(a.graph),
-        "stragglers": sorted(((f.step, f.ranks, f.ops, f.impact_ms, f.severity, f.waiting) for f in best), key=str),
+        "stragglers": sorted(((f.step, f.ranks, f.ops, f.impact_ms, f.severity, f.waiting, f.evidence) for f in best), key=str),
         "gpu": {key: a.gpu.record(i) for key, i in rows.items()},
         "gpu_trace": [(int(a.gpu_trace.rank[i]), a.gpu_trace.record(i)) for i in range(len(a.gpu_trace))],
         "clocks": a.clocks.offset_ns.tolist() if a.clocks is not None else None,
@@ -66,9 +74,10 @@ def _analysis_view(a: Analysis) -> dict[str, object]:
 
 def _scan_view(s: Scan) -> dict[str, object]:
     return {
-        "steps": [(r.step, r.rank, r.start_ns, r.end_ns) for r in s.steps], "partial": s.partial_steps,
+        "steps": [(r.step, r.rank, r.start_ns, r.end_ns) for r in s.steps], "paths": _paths(s.steps),
+        "partial": s.partial_steps,
         "slow": s.slow_steps, "arrivals": list(s.arrivals),
-        "stragglers": sorted(((f.step, f.ranks, f.ops, f.impact_ms, f.severity, f.waiting) for f in s.stragglers), key=str),
+        "stragglers": sorted(((f.step, f.ranks, f.ops, f.impact_ms, f.severity, f.waiting, f.evidence) for f in s.stragglers), key=str),
         "gpu": {key: s.gpu.record(i) for i, key in enumerate(s.gpu_steps)},
         "gpu_trace": [(int(s.gpu_trace.rank[i]), s.gpu_trace.record(i)) for i in range(len(s.gpu_trace))],
         "clocks": s.clocks.offset_ns.tolist() if s.clocks is not None else None,
@@ -113,12 +122,34 @@ def test_a_scan_takes_the_steps_analyze_takes_from_user_annotations() -> None:
     _assert_same(a, s)
 
 
-def test_the_driver_holds_each_rank_s_summary_not_its_events() -> None:
+def test_the_driver_holds_each_rank_s_summary_not_its_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank's summary is its members and the chains its critical paths can take: a part of its points."""
     folder = _job("paused_pipeline")
+    kept: list[tuple[int, int]] = []
+    mark_back = job_paths._kernels.mark_back
+
+    def counted(pred: np.ndarray, src: np.ndarray, sinks: np.ndarray) -> np.ndarray:
+        out = mark_back(pred, src, sinks)
+        kept.append((int(out.sum()), len(out)))
+        return out
+    monkeypatch.setattr(job_paths._kernels, "mark_back", counted)
     s = scan([folder], LocalExecutor(1))
     trace = read_trace(folder)
     per_rank = len(pickle.dumps(trace)) / len(trace.ranks)
-    assert len(s.summary_bytes) == 16 and max(s.summary_bytes) < per_rank / 4, (s.summary_bytes, per_rank)
+    assert len(s.summary_bytes) == 16 and max(s.summary_bytes) < per_rank / 2, (s.summary_bytes, per_rank)
+    assert len(kept) == 16 and sum(k for k, _ in kept) < 2 / 3 * sum(n for _, n in kept), kept
+
+
+def test_a_scan_without_critical_paths_holds_the_members_only() -> None:
+    """``--no-paths``: the same windows, slow steps and stragglers from summaries a fifth the size or less."""
+    folder = _job("paused_pipeline")
+    full, lean = scan([folder], LocalExecutor(1)), scan([folder], LocalExecutor(1), critical_paths=False)
+    assert [(r.step, r.rank, r.start_ns, r.end_ns) for r in lean.steps] == \
+        [(r.step, r.rank, r.start_ns, r.end_ns) for r in full.steps]
+    assert lean.slow_steps == full.slow_steps and [f.ranks for f in lean.stragglers] == [f.ranks for f in full.stragglers]
+    assert all(not r.breakdown_ns and not len(r.path_node) for r in lean.steps)
+    assert all(r.breakdown_ns for r in full.steps)
+    assert sum(lean.summary_bytes) * 5 < sum(full.summary_bytes)
 
 
 def test_a_rank_s_second_round_reads_its_file_again_where_round_one_left_nothing(tmp_path: Path) -> None:
@@ -130,9 +161,9 @@ def test_a_rank_s_second_round_reads_its_file_again_where_round_one_left_nothing
     jobs, _ = match_job(keys, JobFrame.of(keys))
     spill = tmp_path / f"{[f for f, _ in trace_files([EXAMPLE])].index(files[0])}.trace"
     assert spill.exists()
-    spilled = _summary_task((files[0], True, spill, jobs[0], None))
+    spilled = _summary_task((files[0], True, spill, jobs[0], None, True))
     assert not spill.exists()  # taken
-    again = _summary_task((files[0], True, spill, jobs[0], None))
+    again = _summary_task((files[0], True, spill, jobs[0], None, True))
     _same(spilled, again, "summary")
 
 
