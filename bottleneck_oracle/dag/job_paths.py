@@ -69,17 +69,21 @@ class RankPaths:
 
         Raises:
             KeyError: no path of another rank goes on at ``point``."""
-        at = int(np.searchsorted(self.entries, point))
-        if at == len(self.entries) or self.entries[at] != point:
+        at = _position(self.entries, point)
+        if at < 0:
             raise KeyError(point)
         return int(self.entry_index[at])
 
     def jump(self, index: int) -> tuple[int, int] | None:
         """(rank, point of its graph) where the path through the point ``index`` goes on; None: here."""
-        at = int(np.searchsorted(self.jump_at, index))
-        if at == len(self.jump_at) or self.jump_at[at] != index:
-            return None
-        return int(self.jump_rank[at]), int(self.jump_point[at])
+        at = _position(self.jump_at, index)
+        return None if at < 0 else (int(self.jump_rank[at]), int(self.jump_point[at]))
+
+
+def _position(ordered: np.ndarray, value: int) -> int:
+    """The index of ``value`` in the sorted ``ordered``; -1: not there."""
+    at = int(np.searchsorted(ordered, value))
+    return at if at < len(ordered) and ordered[at] == value else -1
 
 
 def rank_paths(g: ExecGraph, job: JobCollectives) -> RankPaths:

@@ -92,12 +92,18 @@ class InstanceTimes:
     def of(cls, g: ExecGraph) -> InstanceTimes:
         """The times of the instances of ``g`` over its own members."""
         rel = g.collectives.reliable
-        member = np.flatnonzero((g.collective >= 0) & (rel[np.maximum(g.collective, 0)] if len(rel) else False))
+        member = _reliable_members(g)
         first_end = np.full(len(rel), np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(first_end, g.collective[member], g.end_ns[member])
         last_start = np.full(len(rel), np.iinfo(np.int64).min, dtype=np.int64)
         np.maximum.at(last_start, g.collective[member], g.start_ns[member])
         return cls(first_end, last_start)
+
+
+def _reliable_members(g: ExecGraph) -> np.ndarray:
+    """The nodes that are members of a reliable collective instance of ``g``."""
+    rel = g.collectives.reliable
+    return np.flatnonzero((g.collective >= 0) & (rel[np.maximum(g.collective, 0)] if len(rel) else False))
 
 
 def _chain_edges(g: ExecGraph, reliable_member: np.ndarray, transfer: np.ndarray):  # type: ignore[no-untyped-def]
@@ -185,7 +191,7 @@ def _cross_edges(g: ExecGraph, arrival_point: np.ndarray, transfer: np.ndarray, 
 def _collective_edges(g: ExecGraph, first_point: int, times: InstanceTimes):  # type: ignore[no-untyped-def]
     """Members' starts → one arrival point per reliable instance → members' ends."""
     rel = g.collectives.reliable
-    member = np.flatnonzero((g.collective >= 0) & (rel[np.maximum(g.collective, 0)] if len(rel) else False))
+    member = _reliable_members(g)
     compact = np.full(len(rel), -1, dtype=np.int64)
     compact[rel] = np.arange(int(rel.sum()))
     point = first_point + compact[g.collective[member]]
@@ -228,7 +234,8 @@ def _remote_edges(g: ExecGraph, times: InstanceTimes, first_point: int, first_vi
 def _all_edges(g: ExecGraph, times: InstanceTimes):  # type: ignore[no-untyped-def]
     """Every point edge: the lanes' chains, the edges between lanes and the collectives' edges, as
     one set of columns (with its mode and minimum lag), and the times of the points after the nodes' (the
-    collective instances' arrivals, then the ends of ops on other ranks waited for). Its parts are freed on return: on a large job they are a third of the point graph's peak memory."""
+    collective instances' arrivals, then the ends of ops on other ranks waited for). Its parts are freed on
+    return: on a large job they are a third of the point graph's peak memory."""
     c_src, c_dst, c_lag, c_owner, arrival, is_member, transfer, arrival_point = _collective_edges(g, 2 * len(g), times)
     remote = None
     if times.remote is not None:

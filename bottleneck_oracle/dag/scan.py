@@ -187,8 +187,8 @@ def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, parti
             jobs, table = match_job(keys, frame)
         with clock("map"):
             summaries = _summaries(executor, rank_items, jobs, how, near, "summarising on one clock", progress)
-    settled, again = _settled(summaries, jobs, table, frame)
-    if again and how[1]:  # ranks whose instances' first ends other ranks moved: their chains again, with the moved ends
+    settled, again = _settled(summaries, jobs, table, frame) if how[1] else ([], [])
+    if again:  # ranks whose instances' first ends other ranks moved: their chains again, with the moved ends
         with clock("map"):
             redone = _summaries(executor, [rank_items[i] for i in again], [settled[i] for i in again], how,
                                 [near[i] for i in again], "summarising with the settled ends", progress)
@@ -245,13 +245,13 @@ def _settled(summaries: list[RankSummary], jobs: list[JobCollectives], table: Co
     out, again = [], []
     for i, (s, job) in enumerate(zip(summaries, jobs)):
         shift = frame.shift_ns[s.rank]
-        settled = replace(job, settled_end=first_end[job.instance] - shift, sends=replace(job.sends, end_ns=np.array(
+        ends = first_end[job.instance] - shift
+        settled = replace(job, settled_end=ends, sends=replace(job.sends, end_ns=np.array(
             [_member_end(of_rank[r], n) + frame.shift_ns[r] - shift for r, n in zip(job.sends.rank.tolist(),
                                                                                  job.sends.node.tolist())], np.int64)))
         used = job.settled_end if job.settled_end is not None else job.first_end
         mine = table.reliable[job.instance]
-        assert settled.settled_end is not None
-        if (not np.array_equal(settled.settled_end[mine], used[mine])
+        if (not np.array_equal(ends[mine], used[mine])
                 or not np.array_equal(settled.sends.end_ns, job.sends.end_ns)):
             again.append(i)
         out.append(settled)
