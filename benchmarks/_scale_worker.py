@@ -8,8 +8,9 @@ Usage::
 Writes one JSON object: times, this process's peak RSS (the driver), each task's peak RSS where it ran (a Ray
 worker, or a local process), the sizes the driver held, a digest of the analysis (the same for every executor)
 and a digest of what a scan reports (steps, walls, breakdowns and critical paths through the ranks, slow steps,
-arrivals, stragglers, GPU timeline, clocks), the same for both modes; ``lean`` scans without critical paths
-(``--no-paths``) and its digest leaves out the breakdowns and paths (``lean_digest``).
+arrivals, stragglers, every finding with the causes, GPU-bound steps, GPU timeline, clocks), the same for both
+modes; ``lean`` scans without critical paths (``--no-paths``) and its digest leaves out the breakdowns, paths and
+findings (``lean_digest``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import orjson
+
+from bottleneck_oracle.dag.report import finding_to_dict
 
 
 def _nbytes(obj: object) -> int:
@@ -51,11 +54,14 @@ def _path(r) -> tuple:  # type: ignore[no-untyped-def]
         r.path_node, r.path_category, r.path_rank, r.path_start_ns, r.path_dur_ns)))
 
 
-def _scan_view(steps, slow, arrivals, stragglers, gpu: dict, gpu_trace, clocks, paths: bool = True) -> str:  # type: ignore[no-untyped-def]
+def _scan_view(steps, slow, arrivals, stragglers, gpu: dict, gpu_trace, clocks, findings, gpu_bound,  # type: ignore[no-untyped-def]
+               paths: bool = True) -> str:
     """What a scan reports, the same from an analysis and from a scan (``paths``: with every step's breakdown
-    and critical path)."""
+    and critical path, every finding with the causes, the GPU-bound steps)."""
     return _digest((
         [(r.step, r.rank, r.start_ns, r.end_ns) + (_path(r) if paths else ()) for r in steps],
+        json.dumps([finding_to_dict(f) for f in findings] + [b.to_dict() for b in gpu_bound] if paths else [],
+                   default=float),
         [(s.step, s.rank, s.wall_ns, s.median_ns) for s in slow],
         [(c.instance, c.step, c.last_rank, c.lateness_ns, c.relayed_ns) for c in arrivals],
         sorted(((f.step, f.ranks, f.impact_ms) for f in stragglers), key=str), sorted(gpu.items()),
@@ -68,6 +74,7 @@ def _analyze(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
     from bottleneck_oracle.dag.collectives import collective_arrivals
     from bottleneck_oracle.dag.detectors import stragglers
     from bottleneck_oracle.dag.findings import strongest
+    from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
     from bottleneck_oracle.dag.report import analysis_to_dict
     from bottleneck_oracle.dag.severity import bound_findings
     from bottleneck_oracle.traces import read_trace
@@ -83,7 +90,8 @@ def _analyze(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
     complete = [r for r in a.steps if (r.step, r.rank) not in a.partial_steps]
     best = strongest(bound_findings(stragglers(g, complete, {s.step for s in a.slow_steps}), complete))
     gpu = {key: tuple(a.gpu.record(i).values()) for key, i in g.steps.row_of().items()}
-    view = (a.steps, a.slow_steps, collective_arrivals(g), best, gpu, a.gpu_trace, a.clocks)
+    bound = gpu_bound_steps(g, a.gpu, [(r.step, r.rank) for r in complete])
+    view = (a.steps, a.slow_steps, collective_arrivals(g), best, gpu, a.gpu_trace, a.clocks, a.findings, bound)
     return {
         "ranks": len(trace.ranks), "events": len(trace.events), "read_s": t1 - t0, "work_s": t2 - t1,
         "driver_peak_after_read": read_peak, "trace_bytes": _nbytes(trace), "graph_bytes": _nbytes(g) + _nbytes(a.points),
@@ -103,7 +111,8 @@ def _scan(trace_dir: Path, executor, paths: bool = True) -> dict:  # type: ignor
         "ranks": len(s.ranks), "events": s.events, "read_s": 0.0, "work_s": t1 - t0,
         "summary_bytes": list(s.summary_bytes), "task_peaks": list(s.task_peak_bytes),
         "scan_digest" if paths else "lean_digest":
-            _scan_view(s.steps, s.slow_steps, s.arrivals, s.stragglers, gpu, s.gpu_trace, s.clocks, paths),
+            _scan_view(s.steps, s.slow_steps, s.arrivals, s.stragglers, gpu, s.gpu_trace, s.clocks, s.findings, s.gpu_bound,
+                       paths),
         "map_s": s.seconds["map"], "reduce_s": s.seconds["reduce"],
     }
 

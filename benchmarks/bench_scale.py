@@ -8,7 +8,8 @@ each rank to a summary where its task runs and joins the summaries, stitching ea
 through the ranks; ``lean`` scans without critical paths (``oracle scan --no-paths``). Wall time, the
 driver's peak RSS and each task's peak RSS where it ran, against the number of ranks; a digest of the
 analysis that must be the same for every executor, and one of what a scan reports (steps, breakdowns,
-critical paths segment by segment, stragglers, GPU timeline) that must equal the whole analysis's.
+critical paths segment by segment, stragglers, every finding with the causes, GPU timeline) that must equal the
+whole analysis's.
 Usage: ``python benchmarks/bench_scale.py [--ranks 64,256,1024] [--local-only] [--scan-only] [--out DIR]``;
 ``--ranks 4096 --local-only`` is the largest job this 24 GB machine analyses whole (Ray's driver holds more
 than the local one's); ``--ranks 4096 --scan-only`` scans it with every executor.

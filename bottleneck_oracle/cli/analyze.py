@@ -15,7 +15,7 @@ from bottleneck_oracle.cli._render import CATEGORY_SHORT, brief, middle, paragra
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["analyze_command"]
+__all__ = ["analyze_command", "print_findings"]
 
 _AT = re.compile(r"^rank \d+(?: step -?\d+)?: ")  # a finding's evidence opens with where it is
 _INDENT = 14  # a finding's evidence lines up under its category
@@ -69,7 +69,7 @@ def analyze_command(
         paragraph(console, note["message"])
     _gpu_table(data, console, verbose)
     _steps_table(data, console)
-    _findings(data, console, verbose)
+    print_findings(data, console, verbose)
     _why_slowest(data, console, verbose)
 
 
@@ -115,12 +115,14 @@ def _steps_table(data: dict, console: Console) -> None:
         console.print(f"  (0.0 in every step, left out: {', '.join(zero)})", highlight=False)
 
 
-def _findings(data: dict, console: Console, verbose: bool) -> None:
+def print_findings(data: dict, console: Console, verbose: bool) -> None:
+    """The major findings (a step's cause first, the waits it made folded beneath), then a few minor ones:
+    of ``analyze --json`` or ``scan --json``."""
     major = [f for f in data["findings"] if f["severity"] == "major"]
     minor = [f for f in data["findings"] if f["severity"] != "major"]
     if not major and data["gpu_bound"]:
         console.print("No host-side or communication bottleneck: the GPU itself is (GPU-bound, above).")
-    elif not major and any(n["code"] == "untraced_wait" for n in data["trace"]["health"]):
+    elif not major and any(n["code"] == "untraced_wait" for n in data.get("trace", {}).get("health", [])):
         console.print("No bottleneck found in what the trace shows: its GPU waited for something outside it "
                       "(the note above).")
     elif not major:

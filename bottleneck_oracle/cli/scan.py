@@ -1,5 +1,5 @@
 """``oracle scan``: a job of any size, one rank at a time: its steps and their critical paths, the slow ones,
-the late ranks, the GPU."""
+every bottleneck with the cause of each slow step, the GPU."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ __all__ = ["scan_command"]
 
 _GPU_ROWS = 8  # ranks listed in the GPU table: the least busy first
 _TOP_OPS = 5  # ops of the slowest step's critical path listed
+_CAUSES = 5  # slow steps whose cause is said
 
 
 def scan_command(
@@ -31,13 +32,14 @@ def scan_command(
     critical_paths: Annotated[bool, typer.Option(
         "--paths/--no-paths", help="Stitch each step's critical path through the ranks and its breakdown (the "
         "driver holds each rank's chains, tens of bytes per event); --no-paths holds its collectives only.")] = True,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each straggler's evidence in full.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each finding's evidence in full.")] = False,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
 ) -> None:
     """Read a job one rank at a time: every step's wall time on every rank and its critical path through the
-    ranks, the slow steps, the ranks that reached collectives late, and what each GPU did. No process holds
-    more than one rank's events, so it runs on jobs too large for analyze; its numbers are analyze's."""
+    ranks, the slow steps, every bottleneck with the cause of each slow step, and what each GPU did. No process
+    holds more than one rank's events, so it runs on jobs too large for analyze; its numbers are analyze's."""
+    from bottleneck_oracle.cli.analyze import print_findings
     from bottleneck_oracle.dag.report import scan_to_dict
     from bottleneck_oracle.dag.scan import scan
     from bottleneck_oracle.executor import executor_of
@@ -61,13 +63,29 @@ def scan_command(
         paragraph(console, f"Clocks put in step: {data['clocks']}")
     _steps_table(data, console)
     _slowest_path(data, console)
-    _stragglers(data, console, verbose)
+    if critical_paths:
+        print_findings(data, console, verbose)
+        _causes(data, console)
+    else:
+        _stragglers(data, console, verbose)
     _gpu_table(data, console)
-    slowest = max(data["slow_steps"], key=lambda x: x["excess_ms"], default=None)
     where = " ".join(str(p) for p in paths)
-    paragraph(console, "The cause of a slow step and what to change (the other detectors, what-if): "
-              f"oracle analyze {where}" + (f" --step {slowest['step']}" if slowest else "")
-              + " (it holds every rank in one process)", indent=0)
+    if not critical_paths:
+        paragraph(console, f"Every detector and the cause of each slow step: oracle scan {where} (with the paths)",
+                  indent=0)
+    paragraph(console, f"What to change first, and what it would buy: oracle optimize {where} (it holds every rank "
+              "in one process)", indent=0)
+
+
+def _causes(data: dict, console: Console) -> None:
+    """The cause of each slow step (``dag/cause.py``), largest first."""
+    from bottleneck_oracle.dag.report import cause_text
+
+    causes = [f for f in data["findings"] if f.get("cause")]
+    if causes:
+        console.print("[bold]Why the slow steps are slow[/]")
+    for f in causes[:_CAUSES]:
+        paragraph(console, f"step {f['step']}: " + cause_text(f))
 
 
 def _steps_table(data: dict, console: Console) -> None:

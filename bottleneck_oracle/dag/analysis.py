@@ -7,14 +7,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from bottleneck_oracle.dag.build import build_graph
-from bottleneck_oracle.dag.cause import with_causes
+from bottleneck_oracle.dag.cause import late_ranks, with_causes
 from bottleneck_oracle.dag.clocks import ClockEstimate, clock_offsets
+from bottleneck_oracle.dag.collectives import collective_arrivals
 from bottleneck_oracle.dag.critical_path import StepReport, check_replay, find_critical_paths, node_slack
 from bottleneck_oracle.dag.findings import Finding, find_bottlenecks
 from bottleneck_oracle.dag.gpu_timeline import GpuTimeline, step_gpu_timeline, trace_gpu_timeline
 from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.path_nodes import GraphNodes
 from bottleneck_oracle.dag.points import PointGraph, build_point_graph
-from bottleneck_oracle.dag.slow_steps import SlowStep, compare_steps, find_slow_steps, partial_steps
+from bottleneck_oracle.dag.slow_steps import SlowStep, find_slow_steps, partial_steps, steps_to_explain
 from bottleneck_oracle.traces import Trace
 
 __all__ = ["Analysis", "analyze"]
@@ -80,12 +82,11 @@ def analyze(trace: Trace, steps_from: str | None = None, align_clocks: bool = Tr
     gpu = step_gpu_timeline(graph)
     slow_numbers = {s.step for s in slow}
     findings = find_bottlenecks(graph, complete, slow_numbers, gpu, points)
-    # the slow steps are explained, and every step of a trace too short to compare its steps
-    judged = {s.step for s, _ in compare_steps(complete)}
-    explain = slow_numbers | ({r.step for r in complete} - judged)
+    causes = with_causes(GraphNodes(graph), late_ranks(collective_arrivals(graph)), complete, findings,
+                         steps_to_explain(complete, slow))
     return Analysis(
         graph=graph, points=points, steps=tuple(reports), slow_steps=tuple(slow),
-        partial_steps=frozenset(partial), findings=tuple(with_causes(graph, complete, findings, explain)),
+        partial_steps=frozenset(partial), findings=tuple(causes),
         slack_ns=node_slack(graph, points, dist), gpu=gpu, gpu_trace=trace_gpu_timeline(trace), steps_from=steps_from,
         clocks=clocks,
     )

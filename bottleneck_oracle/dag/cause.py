@@ -24,11 +24,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from bottleneck_oracle.dag.collectives import collective_arrivals
+from bottleneck_oracle.dag.collectives import CollectiveArrival
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.detectors import neighbour_op
 from bottleneck_oracle.dag.finding import CAT_INDEX, MAJOR, MIN_NS, Finding, ms, top_ops
-from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.path_nodes import PathNodes
 from bottleneck_oracle.dag.severity import bound_findings
 from bottleneck_oracle.dag.types import Bottleneck, Category
 
@@ -59,13 +59,14 @@ class Late:
         rank (int): the late rank.
         waited_ns (dict[int, int]): per waiting rank, its longest wait inside one of them (collectives
             in flight together, as DDP buckets are, are waited for at once, not once each).
-        op (int): node of its member in the collective with the longest wait.
+        op (int): node of its member in the collective with the longest wait; ``arrived_ns``: when it got there.
     """
 
     step: int
     rank: int
     waited_ns: dict[int, int]
     op: int
+    arrived_ns: int
 
     @property
     def longest_ns(self) -> int:
@@ -73,45 +74,47 @@ class Late:
         return max(self.waited_ns.values(), default=0)
 
 
-def late_ranks(g: ExecGraph) -> dict[int, list[Late]]:
-    """Per step, every rank that reached one of its collectives after another member, by more than it
-    had waited itself, longest wait first (pipeline send/recv pairs left out: a receive is posted early
-    by design)."""
+def late_ranks(arrivals: list[CollectiveArrival]) -> dict[int, list[Late]]:
+    """Per step, every rank that reached one of its collectives (``arrivals``: ``collective_arrivals``) after
+    another member, by more than it had waited itself, longest wait first (pipeline send/recv pairs left out:
+    a receive is posted early by design)."""
     waits: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
-    worst: dict[tuple[int, int], tuple[int, int]] = {}
-    for c in collective_arrivals(g):
+    worst: dict[tuple[int, int], tuple[int, int, int]] = {}
+    for c in arrivals:
         if (c.kind == "sendrecv" and len(c.ranks) == 2) or c.own_ns < c.lateness_ns / 2:
             continue  # late by what it waited for itself: the wait is the other rank's doing
-        arrive, key = int(g.start_ns[c.last_node]), (c.step, c.last_rank)
-        for node, rank in zip(c.members, c.ranks):
-            wait = arrive - int(g.start_ns[node])
+        arrive, key = c.arrived_ns, (c.step, c.last_rank)
+        for start, rank in zip(c.starts, c.ranks):
+            wait = arrive - start
             if rank != c.last_rank and wait > 0:
                 waits[key][rank] = max(waits[key].get(rank, 0), wait)
-                if wait > worst.get(key, (0, -1))[0]:
-                    worst[key] = (wait, c.last_node)
+                if wait > worst.get(key, (0, -1, 0))[0]:
+                    worst[key] = (wait, c.last_node, arrive)
     out: dict[int, list[Late]] = defaultdict(list)
     for (step, rank), waited in waits.items():
-        out[step].append(Late(step, rank, waited, worst[(step, rank)][1]))
+        out[step].append(Late(step, rank, waited, *worst[(step, rank)][1:]))
     for lates in out.values():
         lates.sort(key=lambda x: -x.longest_ns)
     return out
 
 
-def with_causes(g: ExecGraph, reports: list[StepReport], findings: list[Finding], steps: set[int]) -> list[Finding]:
+def with_causes(path_nodes: PathNodes, lates: dict[int, list[Late]], reports: list[StepReport],
+                findings: list[Finding], steps: set[int]) -> list[Finding]:
     """``findings`` with the cause of each step of ``steps`` marked (``cause``, with ``waiting`` and
     ``waited_ms``) and moved ahead of its step's other findings, a cause no detector found added.
 
     Args:
+        path_nodes: the nodes of the paths of ``reports``, and the members of collectives.
+        lates: ``late_ranks``.
         reports: the complete steps.
         steps: the steps to explain (the slow ones, or every step of a trace too short to compare).
     """
     out = list(findings)
-    lates = late_ranks(g)
     by_step: dict[int, list[StepReport]] = defaultdict(list)
     for r in reports:
         by_step[r.step].append(r)
     for step in sorted(steps & by_step.keys()):
-        _mark(g, out, by_step[step], step, lates.get(step, []), reports)
+        _mark(path_nodes, out, by_step[step], step, lates.get(step, []), reports)
     return _causes_first(out)
 
 
@@ -126,7 +129,7 @@ def _causes_first(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def _mark(g: ExecGraph, out: list[Finding], reports: list[StepReport], step: int, lates: list[Late],
+def _mark(path_nodes: PathNodes, out: list[Finding], reports: list[StepReport], step: int, lates: list[Late],
           all_reports: list[StepReport]) -> None:
     """Marks (or adds) the cause of ``step`` in ``out``."""
     wall = max(r.wall_ns for r in reports)
@@ -147,7 +150,7 @@ def _mark(g: ExecGraph, out: list[Finding], reports: list[StepReport], step: int
         best = stall
     if late is not None and (best is None or ms(late.longest_ns) >= weight(out[best])
                              or (late.rank in out[best].ranks and out[best].category in _LATE)):
-        i = _late_cause(g, out, reports, step, late, all_reports)
+        i = _late_cause(path_nodes, out, reports, step, late, all_reports)
         out[i] = replace(out[i], cause=True, waiting=tuple(sorted(waited)),
                          waited_ms=tuple(ms(waited[w]) for w in sorted(waited)))
         return
@@ -163,7 +166,7 @@ def _mark(g: ExecGraph, out: list[Finding], reports: list[StepReport], step: int
         out[best] = replace(f, cause=True)
 
 
-def _late_cause(g: ExecGraph, out: list[Finding], reports: list[StepReport], step: int, late: Late,
+def _late_cause(path_nodes: PathNodes, out: list[Finding], reports: list[StepReport], step: int, late: Late,
                 all_reports: list[StepReport]) -> int:
     """Index in ``out`` of what made ``late.rank`` late: its own finding of the step, else a finding
     made from what its critical path ran while the others waited (appended)."""
@@ -171,15 +174,15 @@ def _late_cause(g: ExecGraph, out: list[Finding], reports: list[StepReport], ste
     if own:
         return max(own, key=lambda i: out[i].impact_ms)
     report = next((r for r in reports if r.rank == late.rank), None)
-    category, ops, what = _window(g, report, late) if report is not None else (Bottleneck.STRAGGLER_RANK, (), "")
+    category, ops, what = _window(path_nodes, report, late) if report is not None else (Bottleneck.STRAGGLER_RANK, (), "")
     straggler = [i for i, f in enumerate(out) if f.step == step and f.ranks == (late.rank,)
                  and f.category == Bottleneck.STRAGGLER_RANK]
     if category == Bottleneck.STRAGGLER_RANK and straggler:
         return straggler[0]
     waiting = ", ".join(f"{w} ({ms(n)} ms)" for w, n in sorted(late.waited_ns.items()))
     found = Finding(
-        category, step, (late.rank,), ops or (g.node_name(late.op),), ms(late.longest_ns),
-        f"rank {late.rank} reached {g.node_name(late.op)} of step {step} late; rank(s) {waiting} waited "
+        category, step, (late.rank,), ops or (path_nodes.node_name(late.op),), ms(late.longest_ns),
+        f"rank {late.rank} reached {path_nodes.node_name(late.op)} of step {step} late; rank(s) {waiting} waited "
         f"inside" + (f"; before arriving, rank {late.rank} {what}" if what else ""),
         waiting=tuple(sorted(late.waited_ns)),
     )
@@ -187,12 +190,12 @@ def _late_cause(g: ExecGraph, out: list[Finding], reports: list[StepReport], ste
     return len(out) - 1
 
 
-def _window(g: ExecGraph, r: StepReport, late: Late) -> tuple[Bottleneck, tuple[str, ...], str]:
+def _window(path_nodes: PathNodes, r: StepReport, late: Late) -> tuple[Bottleneck, tuple[str, ...], str]:
     """What held ``r``'s rank back before it reached the collective the others waited longest in: the
     largest of its critical path's idle, data-loading and blocking-sync time on its own rank before
     it arrived, when that is at least half the wait; else it was simply slower (a straggler). Returns
     the cause it names, its ops and a phrase saying it."""
-    arrived = int(g.start_ns[late.op])
+    arrived = late.arrived_ns
     seg_hi = np.minimum(r.path_start_ns + r.path_dur_ns, arrived)
     before = np.flatnonzero((seg_hi > r.path_start_ns) & (r.path_rank == r.rank))
     held = before[np.isin(r.path_category[before], [CAT_INDEX[c] for c in _WINDOW_CAUSE])]
@@ -204,7 +207,7 @@ def _window(g: ExecGraph, r: StepReport, late: Late) -> tuple[Bottleneck, tuple[
     mine = held[r.path_category[held] == top]
     if category == Category.IDLE:
         i = int(mine[np.argmax(r.path_dur_ns[mine])])
-        ops = tuple(x for x in (neighbour_op(g, r, i, -1), neighbour_op(g, r, i, +1)) if x)
+        ops = tuple(x for x in (neighbour_op(path_nodes, r, i, -1), neighbour_op(path_nodes, r, i, +1)) if x)
     else:
-        ops = top_ops(g, r, np.isin(np.arange(len(r.path_node)), mine))
+        ops = top_ops(path_nodes, r, np.isin(np.arange(len(r.path_node)), mine))
     return _WINDOW_CAUSE[category], ops, f"spent {ms(spent[top])} ms in {category.value} on its critical path"

@@ -22,7 +22,7 @@ import numpy as np
 
 from bottleneck_oracle.dag.collectives import ARRIVAL_TOL_NS
 from bottleneck_oracle.dag.finding import rank_ranges
-from bottleneck_oracle.dag.gpu_detectors import p2p_nodes
+from bottleneck_oracle.dag.path_nodes import p2p_nodes
 from bottleneck_oracle.dag.graph import ExecGraph
 
 __all__ = ["SKEW_MIN_NS", "ClockEstimate", "MemberTimes", "clock_offsets", "moved_clocks", "offsets_of",

@@ -245,6 +245,7 @@ class CollectiveArrival:
             other ranks in the step before arriving, inside collectives and transfers: lateness passed
             on, not made (``own_ns``).
         arrived_ns (int): when the last rank arrived.
+        starts (tuple[int, ...]): when each member started (arrived), as ``members``.
     """
 
     instance: int
@@ -257,6 +258,7 @@ class CollectiveArrival:
     lateness_ns: int
     relayed_ns: int = 0
     arrived_ns: int = 0
+    starts: tuple[int, ...] = ()
 
     @property
     def own_ns(self) -> int:
@@ -302,7 +304,7 @@ def arrivals_of(members: np.ndarray, inst: np.ndarray, start: np.ndarray, rank: 
         instance=int(inst[last[k]]), kind=kinds[int(inst[last[k]])], step=int(step[last[k]]),
         members=tuple(members[grp].tolist()), ranks=tuple(rank[grp].tolist()), last_rank=int(rank[last[k]]),
         last_node=int(members[last[k]]), lateness_ns=int(lateness[k]), relayed_ns=int(relayed[k]),
-        arrived_ns=int(arrive[k]),
+        arrived_ns=int(arrive[k]), starts=tuple(start[grp].tolist()),
     ) for k, grp in enumerate(groups)]
 
 

@@ -12,6 +12,7 @@ from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.finding import ANOMALY_SHARE, CAT_INDEX, MIN_NS, Finding, ms, top_ops
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.intervals import merged
+from bottleneck_oracle.dag.path_nodes import PathNodes
 from bottleneck_oracle.dag.python_frames import python_self_time
 from bottleneck_oracle.dag.types import Bottleneck, Category, NodeKind, Role
 
@@ -26,7 +27,7 @@ PYTHON_TOP = 3  # functions named
 
 
 def category_findings(
-    g: ExecGraph, reports: list[StepReport], slow: set[int], kind: Bottleneck,
+    path_nodes: PathNodes, reports: list[StepReport], slow: set[int], kind: Bottleneck,
     amount: Callable[[StepReport], int], ops_mask: Callable[[StepReport], np.ndarray], what: str,
     chronic_share: float | None,
 ) -> list[Finding]:
@@ -46,7 +47,7 @@ def category_findings(
                     # the category grew by `excess`, but the step can have lost no more than its own excess
                     slower = walls[i] - float(np.median(np.delete(walls, i)))
                     out.append(Finding(
-                        kind, r.step, (rank,), top_ops(g, r, ops_mask(r)), ms(max(min(excess, slower), 0.0)),
+                        kind, r.step, (rank,), top_ops(path_nodes, r, ops_mask(r)), ms(max(min(excess, slower), 0.0)),
                         f"rank {rank} step {r.step}: {what} took {ms(values[i])} ms of the critical path "
                         f"against a median of {ms(peers)} ms in the rank's other steps",
                     ))
@@ -60,25 +61,28 @@ def category_findings(
         worst = max(hits, key=lambda h: h[1])[0]
         share = np.median([v / r.wall_ns for r, v in hits])
         out.append(Finding(
-            kind, None, ranks, top_ops(g, worst, ops_mask(worst)), ms(np.median([v for _, v in hits])),
+            kind, None, ranks, top_ops(path_nodes, worst, ops_mask(worst)), ms(np.median([v for _, v in hits])),
             f"rank {ranks[0]}: {what} takes {share:.0%} of the wall time in {len(hits)} of "
             f"{total_steps} steps (median {ms(np.median([v for _, v in hits]))} ms a step)",
         ))
     return out
 
 
-def host_pauses(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[Finding]:
+def host_pauses(g: ExecGraph, reports: list[StepReport], slow: set[int], path_nodes: PathNodes) -> list[Finding]:
+    """Idle time of a step's thread on its critical path (``path_nodes``: those of the paths, which run
+    through other ranks)."""
     out = []
     idle = CAT_INDEX[Category.IDLE]
     for r in reports:
         share = PAUSE_SHARE if r.step in slow else CHRONIC_PAUSE_SHARE
         node = np.maximum(r.path_node, 0)
-        on_thread = (r.path_node < 0) | np.isin(g.kind[node], (NodeKind.ANNOTATION, NodeKind.PYTHON))
+        on_thread = (r.path_node < 0) | np.isin(path_nodes.kinds(node), (NodeKind.ANNOTATION, NodeKind.PYTHON))
         seg = np.flatnonzero((r.path_category == idle) & (r.path_rank == r.rank) & on_thread)
         for i in seg[r.path_dur_ns[seg] >= max(MIN_NS, share * r.wall_ns)].tolist():
-            before = neighbour_op(g, r, i, -1)
-            after = neighbour_op(g, r, i, +1)
-            lane = g.trace.lanes.label[g.lane[r.path_node[i]]] if r.path_node[i] >= 0 else "a thread"
+            before = neighbour_op(path_nodes, r, i, -1)
+            after = neighbour_op(path_nodes, r, i, +1)
+            mine = 0 <= r.path_node[i] < len(g)  # a scan's task numbers the other ranks' nodes after its own
+            lane = g.trace.lanes.label[g.lane[r.path_node[i]]] if mine else "a thread"
             frames = _python_frames(g, r, i)
             out.append(Finding(
                 Bottleneck.HOST_PAUSE, r.step, (r.rank,), tuple(x for x in (before, after) if x),
@@ -93,7 +97,7 @@ def host_pauses(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list
 def _python_frames(g: ExecGraph, r: StepReport, i: int) -> str:
     """``; its Python frames' own time: f 104.917 ms, ...`` when recorded frames fill most of the pause
     of ``r``'s path segment ``i`` (a ``with_stack`` trace), else ``""``."""
-    if r.path_node[i] < 0:
+    if not 0 <= r.path_node[i] < len(g):
         return ""
     lo = int(r.path_start_ns[i])
     own = python_self_time(g.trace, int(g.lane[r.path_node[i]]), lo, lo + int(r.path_dur_ns[i]))
@@ -103,13 +107,13 @@ def _python_frames(g: ExecGraph, r: StepReport, i: int) -> str:
     return f"; its Python frames' own time: {top}"
 
 
-def neighbour_op(g: ExecGraph, r: StepReport, i: int, step: int) -> str:
+def neighbour_op(path_nodes: PathNodes, r: StepReport, i: int, step: int) -> str:
     """The nearest op on ``r``'s critical path before (``step`` -1) or after (+1) its segment ``i``."""
     j = i + step
     while 0 <= j < len(r.path_node):
-        node = r.path_node[j]
-        if node >= 0 and g.kind[node] != NodeKind.ANNOTATION:
-            return g.node_name(node)
+        node = int(r.path_node[j])
+        if node >= 0 and path_nodes.kinds(np.array([node]))[0] != NodeKind.ANNOTATION:
+            return path_nodes.node_name(node)
         j += step
     return ""
 
@@ -188,17 +192,19 @@ def _late_cause(reports: list[StepReport], step: int, rank: int) -> str:
     return ""
 
 
-def checkpoints(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
-    in_ckpt = g.under(g.role == Role.CHECKPOINT)
+def checkpoints(reports: list[StepReport], path_nodes: PathNodes) -> list[Finding]:
+    """Checkpointing on a step's critical path (``path_nodes``: those of the paths)."""
     out = []
     for r in reports:
         mask = (r.path_node >= 0) & (r.path_rank == r.rank)
-        mask[mask] = in_ckpt[r.path_node[mask]]
+        mask[mask] = path_nodes.in_checkpoint(r.path_node[mask])
         spent = int(r.path_dur_ns[mask].sum())
         if spent >= max(MIN_NS, 0.05 * r.wall_ns):
-            names = tuple(dict.fromkeys(g.node_name(n) for n in r.path_node[mask] if g.role[n] == Role.CHECKPOINT))
+            held = r.path_node[mask]
+            names = tuple(dict.fromkeys(path_nodes.node_name(n) for n in held[path_nodes.roles(held) == Role.CHECKPOINT]
+                                        .tolist()))
             out.append(Finding(
-                Bottleneck.CHECKPOINT_STALL, r.step, (r.rank,), names or top_ops(g, r, mask), ms(spent),
+                Bottleneck.CHECKPOINT_STALL, r.step, (r.rank,), names or top_ops(path_nodes, r, mask), ms(spent),
                 f"rank {r.rank} step {r.step}: checkpointing held the critical path for {ms(spent)} ms "
                 f"({spent / r.wall_ns:.0%} of the step)",
             ))

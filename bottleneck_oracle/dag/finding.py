@@ -16,6 +16,7 @@ import numpy as np
 
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.path_nodes import PathNodes
 from bottleneck_oracle.dag.types import CATEGORIES, Bottleneck, Category
 
 __all__ = ["ANOMALY_SHARE", "CAT_INDEX", "MAJOR", "MINOR", "MIN_NS", "UNTRACED_SHARE", "Finding", "ms", "own_ns",
@@ -102,7 +103,7 @@ def untraced_matters(wait_ns: float, wall_ns: float) -> bool:
     return wait_ns >= max(MIN_NS, UNTRACED_SHARE * wall_ns)
 
 
-def top_ops(g: ExecGraph, r: StepReport, mask: np.ndarray, k: int = 5) -> tuple[str, ...]:
+def top_ops(g: ExecGraph | PathNodes, r: StepReport, mask: np.ndarray, k: int = 5) -> tuple[str, ...]:
     """Names of the ops with the most critical time among the path segments in ``mask``."""
     totals: dict[str, int] = defaultdict(int)
     for node, dur in zip(r.path_node[mask].tolist(), r.path_dur_ns[mask].tolist()):

@@ -11,16 +11,19 @@ import numpy as np
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.detectors import category_findings, checkpoints, host_pauses, slow_compute, stragglers
 from bottleneck_oracle.dag.finding import CAT_INDEX, MAJOR, Finding, own_ns
-from bottleneck_oracle.dag.gpu_bound import agree_with_gpu
-from bottleneck_oracle.dag.gpu_detectors import host_bound, host_syncs, p2p_nodes, pipeline_bubbles
+from bottleneck_oracle.dag.gpu_bound import agree_with_gpu, gpu_rows
+from bottleneck_oracle.dag.gpu_detectors import host_bound, host_syncs, p2p_peers, pipeline_bubbles
 from bottleneck_oracle.dag.gpu_timeline import GpuTimeline
 from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.path_nodes import GraphNodes, PathNodes
 from bottleneck_oracle.dag.points import PointGraph
 from bottleneck_oracle.dag.severity import bound_findings
-from bottleneck_oracle.dag.shared_stalls import join_shared_stalls
+from bottleneck_oracle.dag.shared_stalls import STALLS, StallExcess, join_shared_stalls, stall_excess
 from bottleneck_oracle.dag.types import Bottleneck, Category
 
-__all__ = ["Finding", "find_bottlenecks", "strongest"]
+__all__ = ["Finding", "find_bottlenecks", "rank_findings", "settled_findings", "strongest"]
+
+_KIND_ORDER = {b: i for i, b in enumerate(Bottleneck)}
 
 
 def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[int],
@@ -36,39 +39,64 @@ def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[in
         points: the point graph of ``g``, to find the ranks that had a step's stall too
             (``dag/shared_stalls.py``); None leaves each stall on the rank its path names.
     """
+    found = stragglers(g, reports, slow_steps) + rank_findings(g, reports, slow_steps, GraphNodes(g), p2p_peers(g))
+    stalls = points is not None and any(f.category in STALLS and f.step is not None for f in found)
+    return settled_findings(found, reports, gpu_rows(g, gpu) if gpu is not None else None, gpu,
+                            stall_excess(g, points, reports) if stalls and points is not None else None)
+
+
+def rank_findings(g: ExecGraph, reports: list[StepReport], slow_steps: set[int], path_nodes: PathNodes,
+                  peers: dict[int, list[int]]) -> list[Finding]:
+    """The findings of every detector but the stragglers' (which read every rank's arrivals), before they
+    are capped: each reads one rank at a time, so a scan runs them in each rank's task on its graph alone
+    (``path_nodes``: the nodes of the paths, which run through other ranks; ``peers``: the job's
+    ``p2p_peers``)."""
     own = lambda cat: (lambda r: own_ns(r, cat))  # noqa: E731
     mask = lambda cat: (lambda r: (r.path_category == CAT_INDEX[cat]) & (r.path_rank == r.rank))  # noqa: E731
     slow = slow_steps
-    p2p = p2p_nodes(g)  # pipeline send/recv waits are bubbles, not exposed collectives
-    collective_mask = lambda r: mask(Category.COMMUNICATION)(r) & ~(p2p[np.maximum(r.path_node, 0)] & (r.path_node >= 0))  # noqa: E731
+    # pipeline send/recv waits are bubbles, not exposed collectives
+    collective_mask = lambda r: mask(Category.COMMUNICATION)(r) & ~(path_nodes.p2p(np.maximum(r.path_node, 0))  # noqa: E731
+                                                                     & (r.path_node >= 0))
     collective_time = lambda r: int(r.path_dur_ns[collective_mask(r)].sum())  # noqa: E731
     # on a GPU rank the GPU waits while the critical path runs on the host: CPU ops and launches
     gpu_ranks = set(g.trace.lanes.rank[g.trace.lanes.is_gpu].tolist())
     host_mask = lambda r: (mask(Category.LAUNCH_OVERHEAD)(r)  # noqa: E731
                            | (mask(Category.CPU)(r) if r.rank in gpu_ranks else False))
     host_time = lambda r: int(r.path_dur_ns[host_mask(r)].sum())  # noqa: E731
-    found = (
-        stragglers(g, reports, slow) + host_pauses(g, reports, slow) + checkpoints(g, reports)
-        + host_bound(g, reports) + host_syncs(g, reports, slow) + pipeline_bubbles(g, reports, slow)
+    return (
+        host_pauses(g, reports, slow, path_nodes) + checkpoints(reports, path_nodes)
+        + host_bound(g, reports, path_nodes) + host_syncs(g, reports, slow) + pipeline_bubbles(g, reports, slow, path_nodes, peers)
         + slow_compute(g, reports, slow)
-        + category_findings(g, reports, slow, Bottleneck.DATALOADER_STALL, own(Category.DATA_LOADING),
-                             mask(Category.DATA_LOADING), "data loading", 0.15)
-        + category_findings(g, reports, slow, Bottleneck.EXPOSED_COMMUNICATION, collective_time,
-                             collective_mask, "communication not hidden by compute", 0.25)
-        + category_findings(g, reports, slow, Bottleneck.HOST_SYNC, own(Category.SYNC_WAIT),
-                             mask(Category.SYNC_WAIT), "blocking synchronisation", 0.15)
-        + category_findings(g, reports, slow, Bottleneck.LAUNCH_OVERHEAD, host_time, host_mask,
-                             "host time issuing GPU work", 0.30)
+        + category_findings(path_nodes, reports, slow, Bottleneck.DATALOADER_STALL, own(Category.DATA_LOADING),
+                            mask(Category.DATA_LOADING), "data loading", 0.15)
+        + category_findings(path_nodes, reports, slow, Bottleneck.EXPOSED_COMMUNICATION, collective_time,
+                            collective_mask, "communication not hidden by compute", 0.25)
+        + category_findings(path_nodes, reports, slow, Bottleneck.HOST_SYNC, own(Category.SYNC_WAIT),
+                            mask(Category.SYNC_WAIT), "blocking synchronisation", 0.15)
+        + category_findings(path_nodes, reports, slow, Bottleneck.LAUNCH_OVERHEAD, host_time, host_mask,
+                            "host time issuing GPU work", 0.30)
     )
+
+
+def settled_findings(found: list[Finding], reports: list[StepReport], gpu_rows: dict[tuple[int, int], int] | None,
+                     gpu: GpuTimeline | None, excess: StallExcess | None) -> list[Finding]:
+    """``found`` (every detector's, in any order) capped and ordered as ``find_bottlenecks`` gives them.
+
+    Args:
+        gpu_rows: (step, rank) → row of ``gpu`` of the ranks that recorded GPU work (``gpu_bound.gpu_rows``);
+            None: host-side findings uncapped.
+        excess: per stall, how much more each (step, rank)'s thread stalled than its other steps
+            (``shared_stalls.stall_excess``); None: each stall stays on the rank its path names.
+    """
     bounded = bound_findings(found, reports)
-    if gpu is not None:
-        bounded = agree_with_gpu(g, gpu, bounded)
+    if gpu_rows is not None and gpu is not None:
+        bounded = agree_with_gpu(gpu_rows, gpu, bounded)
     best = strongest(bounded)
     # what made a rank late explains the slow steps of the ranks that waited for it
     late = {(f.step, f.ranks) for f in best if f.category == Bottleneck.STRAGGLER_RANK and f.severity == MAJOR}
     kept = [replace(f, severity=MAJOR) if (f.step, f.ranks) in late else f for f in best]
-    if points is not None:
-        kept = join_shared_stalls(g, points, reports, kept)
+    if excess is not None:
+        kept = join_shared_stalls(excess, kept)
     return sorted(kept, key=_rank_key(kept))
 
 
@@ -77,10 +105,15 @@ def strongest(findings: list[Finding]) -> list[Finding]:
     best: dict[tuple[Bottleneck, int | None, tuple[int, ...]], Finding] = {}
     for f in sorted(findings, key=lambda f: -f.impact_ms):
         best.setdefault((f.category, f.step, f.ranks), f)
-    return list(best.values())
+    return sorted(best.values(), key=_order)
 
 
-def _rank_key(findings: list[Finding]) -> Callable[[Finding], tuple[bool, float, int]]:
+def _order(f: Finding) -> tuple[float, int, int, tuple[int, ...]]:
+    """Largest impact first, then by kind, step and ranks: one order whichever rank's detectors ran first."""
+    return -f.impact_ms, _KIND_ORDER[f.category], -1 if f.step is None else f.step, f.ranks
+
+
+def _rank_key(findings: list[Finding]) -> Callable[[Finding], tuple[bool, float, int, tuple[float, int, int, tuple[int, ...]]]]:
     """Major before minor, largest impact first, but a late rank comes right after what made it
     late (its own finding)."""
     cause: dict[tuple[int | None, tuple[int, ...]], float] = {}
@@ -89,7 +122,8 @@ def _rank_key(findings: list[Finding]) -> Callable[[Finding], tuple[bool, float,
             where = (f.step, f.ranks)
             cause[where] = max(cause.get(where, 0.0), f.impact_ms)
 
-    def key(f: Finding) -> tuple[bool, float, int]:
+    def key(f: Finding) -> tuple[bool, float, int, tuple[float, int, int, tuple[int, ...]]]:
         explained = f.category == Bottleneck.STRAGGLER_RANK and (f.step, f.ranks) in cause
-        return (f.severity != MAJOR, -(cause[(f.step, f.ranks)] if explained else f.impact_ms), int(explained))
+        return (f.severity != MAJOR, -(cause[(f.step, f.ranks)] if explained else f.impact_ms), int(explained),
+                _order(f))
     return key

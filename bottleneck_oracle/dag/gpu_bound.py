@@ -21,7 +21,7 @@ from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.op_classes import OP_CLASSES, classify_strings
 from bottleneck_oracle.dag.types import Bottleneck, NodeKind
 
-__all__ = ["GPU_BOUND_SHARE", "HOST_SIDE", "GpuBound", "agree_with_gpu", "gpu_bound_steps"]
+__all__ = ["GPU_BOUND_SHARE", "HOST_SIDE", "GpuBound", "agree_with_gpu", "gpu_bound_steps", "gpu_rows"]
 
 GPU_BOUND_SHARE = 0.75  # of a step's window: a GPU this busy leaves a faster host little to win
 HOST_SIDE = frozenset({Bottleneck.LAUNCH_OVERHEAD, Bottleneck.HOST_SYNC, Bottleneck.HOST_PAUSE,
@@ -66,7 +66,7 @@ class GpuBound:
                 "op_classes": [{"class": c, "ms": t} for c, t in self.op_classes], "evidence": self.evidence}
 
 
-def _gpu_rows(g: ExecGraph, gpu: GpuTimeline) -> dict[tuple[int, int], int]:
+def gpu_rows(g: ExecGraph, gpu: GpuTimeline) -> dict[tuple[int, int], int]:
     """(step, rank) → row of ``g.steps`` (and of ``gpu``) for the ranks that recorded GPU work."""
     worked = set(np.unique(g.rank[g.trace.lanes.is_gpu[g.lane]]).tolist())
     return {key: i for key, i in g.steps.row_of().items() if key[1] in worked and gpu.total_ns[i] > 0}
@@ -91,7 +91,7 @@ def _gpu_time(g: ExecGraph, rows: list[int]) -> tuple[tuple[tuple[str, float], .
 def gpu_bound_steps(g: ExecGraph, gpu: GpuTimeline, steps: list[tuple[int, int]]) -> list[GpuBound]:
     """The GPU-bound ones of ``steps`` ((step, rank) pairs), per rank: each such step when the rank has
     fewer than three, else one verdict for the rank when most of its steps are."""
-    rows = _gpu_rows(g, gpu)
+    rows = gpu_rows(g, gpu)
     by_rank: dict[int, list[int]] = defaultdict(list)
     for key in steps:
         if key in rows:
@@ -111,11 +111,10 @@ def gpu_bound_steps(g: ExecGraph, gpu: GpuTimeline, steps: list[tuple[int, int]]
     return out
 
 
-def agree_with_gpu(g: ExecGraph, gpu: GpuTimeline, findings: list[Finding]) -> list[Finding]:
+def agree_with_gpu(rows: dict[tuple[int, int], int], gpu: GpuTimeline, findings: list[Finding]) -> list[Finding]:
     """``findings`` with each host-side one capped at the time its ranks' GPU did no work in its step (the
     median step's for a chronic one); a chronic host-side finding of a GPU-bound rank, or one left under
-    1 ms, is dropped."""
-    rows = _gpu_rows(g, gpu)
+    1 ms, is dropped (``rows``: ``gpu_rows``)."""
     idle_of: dict[int, list[int]] = defaultdict(list)
     share_of: dict[int, list[float]] = defaultdict(list)
     for (_, rank), i in rows.items():

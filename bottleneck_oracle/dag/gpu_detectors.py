@@ -11,9 +11,10 @@ from bottleneck_oracle.dag.finding import CAT_INDEX, MIN_NS, Finding, ms, own_ns
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.grouping import positions_by
 from bottleneck_oracle.dag.intervals import covered, merged
+from bottleneck_oracle.dag.path_nodes import PathNodes, p2p_nodes
 from bottleneck_oracle.dag.types import Bottleneck, Category, NodeKind, Role
 
-__all__ = ["gpu_busy_ns", "host_bound", "host_syncs", "p2p_nodes", "pipeline_bubbles"]
+__all__ = ["gpu_busy_ns", "host_bound", "host_syncs", "p2p_peers", "pipeline_bubbles"]
 
 
 def gpu_busy_ns(g: ExecGraph) -> np.ndarray:
@@ -30,8 +31,9 @@ def gpu_busy_ns(g: ExecGraph) -> np.ndarray:
     return busy
 
 
-def host_bound(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
-    """GPU ranks whose GPU mostly waits while the critical path runs on the host (launch-bound)."""
+def host_bound(g: ExecGraph, reports: list[StepReport], path_nodes: PathNodes) -> list[Finding]:
+    """GPU ranks whose GPU mostly waits while the critical path runs on the host (launch-bound; ``path_nodes``:
+    those of the paths)."""
     lanes = g.trace.lanes
     out = []
     row_of = g.steps.row_of()
@@ -53,7 +55,7 @@ def host_bound(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
         busy = float(np.median([x[1] for x in hits]))
         host = float(np.median([x[2] for x in hits]))
         out.append(Finding(
-            Bottleneck.LAUNCH_OVERHEAD, None, (rank,), top_ops(g, worst, (worst.path_rank == rank) & np.isin(
+            Bottleneck.LAUNCH_OVERHEAD, None, (rank,), top_ops(path_nodes, worst, (worst.path_rank == rank) & np.isin(
                 worst.path_category, (CAT_INDEX[Category.CPU], CAT_INDEX[Category.LAUNCH_OVERHEAD]))),
             ms(np.median([x[0].wall_ns * x[2] for x in hits])),
             f"rank {rank}: host-bound in {len(hits)} of {len(rows)} steps: the GPU was busy {busy:.0%} of the "
@@ -62,13 +64,6 @@ def host_bound(g: ExecGraph, reports: list[StepReport]) -> list[Finding]:
             f"{np.median(launches) / 1000 if len(launches) else 0:.1f} µs",
         ))
     return out
-
-
-def p2p_nodes(g: ExecGraph) -> np.ndarray:
-    """bool[N]: comm nodes of point-to-point transfers (two-member send/recv instances: pipeline stages)."""
-    table = g.collectives
-    p2p = np.array([k == "sendrecv" and m == 2 for k, m in zip(table.kind, table.members.tolist())] + [False])
-    return p2p[np.where(g.collective >= 0, g.collective, len(table))]
 
 
 def _by_rank(reports: list[StepReport]) -> dict[int, list[StepReport]]:
@@ -116,12 +111,24 @@ def _p2p_names(g: ExecGraph, nodes: np.ndarray, top: int = 3) -> tuple[str, ...]
     return tuple(sorted(time, key=lambda name: (-time[name], name))[:top])
 
 
-def pipeline_bubbles(g: ExecGraph, reports: list[StepReport], slow: set[int]) -> list[Finding]:
-    """Pipeline stages whose GPU idles waiting for activations or gradients from a neighbour stage."""
+def p2p_peers(g: ExecGraph) -> dict[int, list[int]]:
+    """Per rank, the ranks it has pipeline transfers with (``p2p_nodes``), in order."""
+    nodes = np.flatnonzero(p2p_nodes(g))
+    ranks_in = {c: set(g.rank[nodes[at]].tolist()) for c, at in positions_by(g.collective[nodes]).items()}
+    out: dict[int, set[int]] = defaultdict(set)
+    for ranks in ranks_in.values():
+        for r in ranks:
+            out[r] |= ranks - {r}
+    return {r: sorted(peers) for r, peers in out.items()}
+
+
+def pipeline_bubbles(g: ExecGraph, reports: list[StepReport], slow: set[int], path_nodes: PathNodes,
+                     peers: dict[int, list[int]]) -> list[Finding]:
+    """Pipeline stages whose GPU idles waiting for activations or gradients from a neighbour stage (``path_nodes``:
+    those of the paths, which run through other ranks; ``peers``: ``p2p_peers``, of the job)."""
     p2p = p2p_nodes(g)
     nodes = np.flatnonzero(p2p)  # every member of a send/recv instance is one
     p2p_of = {rank: nodes[at] for rank, at in positions_by(g.rank[nodes]).items()}
-    ranks_in = {c: set(g.rank[nodes[at]].tolist()) for c, at in positions_by(g.collective[nodes]).items()}
     row_of = g.steps.row_of()
     busy_ns = gpu_busy_ns(g)
     out = []
@@ -129,8 +136,7 @@ def pipeline_bubbles(g: ExecGraph, reports: list[StepReport], slow: set[int]) ->
         if rank not in p2p_of:
             continue
         own = p2p_of[rank]
-        peers = sorted(set().union(*(ranks_in[c] for c in np.unique(g.collective[own]).tolist())) - {rank})
-        with_ranks = ", ".join(map(str, peers))
+        with_ranks = ", ".join(map(str, peers.get(rank, [])))
         walls = np.array([max(r.wall_ns, 1) for r in mine], dtype=np.float64)
         idle = walls - np.array([busy_ns[row_of[(r.step, rank)]] for r in mine], dtype=np.float64)
         anomalies = [i for i, r in enumerate(mine) if len(mine) >= 3 and r.step in slow
@@ -144,7 +150,7 @@ def pipeline_bubbles(g: ExecGraph, reports: list[StepReport], slow: set[int]) ->
             ))
         share = idle / walls
         # chronic only when the critical path waits on send/recv: an idle GPU may be host-bound instead
-        waits = np.array([r.path_dur_ns[(r.path_node >= 0) & p2p[np.maximum(r.path_node, 0)]].sum()
+        waits = np.array([r.path_dur_ns[(r.path_node >= 0) & path_nodes.p2p(np.maximum(r.path_node, 0))].sum()
                           for r in mine], dtype=np.float64) / walls
         if not anomalies and ((share >= 0.2) & (waits >= 0.1)).sum() * 2 >= len(mine):
             out.append(Finding(

@@ -22,9 +22,9 @@ from bottleneck_oracle.dag.build import resumes
 from bottleneck_oracle.dag.critical_path import StepReport, check_replay, with_path
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.job_collectives import JobCollectives
-from bottleneck_oracle.dag.points import InstanceTimes, RemoteWaits, build_point_graph
+from bottleneck_oracle.dag.points import InstanceTimes, PointGraph, RemoteWaits, build_point_graph
 
-__all__ = ["JobPaths", "PlacedPaths", "RankPaths", "rank_paths"]
+__all__ = ["JobPaths", "PlacedPaths", "RankPaths", "rank_paths", "rank_points"]
 
 _LONG_AGO = np.iinfo(np.int64).min // 4  # the source's time: before any step's start on any clock
 
@@ -86,23 +86,30 @@ def _position(ordered: np.ndarray, value: int) -> int:
     return at if at < len(ordered) and ordered[at] == value else -1
 
 
-def rank_paths(g: ExecGraph, job: JobCollectives) -> RankPaths:
-    """The chains of the graph ``g`` of one rank, built with the job's collectives ``job``."""
-    rank = int(g.trace.ranks[0].rank)
+def rank_points(g: ExecGraph, job: JobCollectives) -> tuple[PointGraph, np.ndarray]:
+    """The point graph of the graph ``g`` of one rank, with the job's instance times and the ends of the sends its
+    receives waited for (its binding edges are the job's graph's), and which of ``job.sends`` those are."""
     sent = job.sends
     remote = RemoteWaits(job.rows(sent.instance), resumes(g.lane, g.start_ns, g.lane[sent.receive], sent.end_ns),
                          sent.end_ns)
     heard = remote.waiter >= 0  # the sends whose receiving thread resumed after them
     remote = RemoteWaits(remote.row[heard], remote.waiter[heard], remote.end_ns[heard])
     first_end = job.settled_end if job.settled_end is not None else job.first_end
-    pg = build_point_graph(g, InstanceTimes(job.per_row(first_end), job.per_row(job.last_start), remote))
+    return build_point_graph(g, InstanceTimes(job.per_row(first_end), job.per_row(job.last_start), remote)), heard
+
+
+def rank_paths(g: ExecGraph, job: JobCollectives) -> RankPaths:
+    """The chains of the graph ``g`` of one rank, built with the job's collectives ``job``."""
+    rank = int(g.trace.ranks[0].rank)
+    sent = job.sends
+    pg, heard = rank_points(g, job)
     _, pred = check_replay(pg)
     # where the path goes on on another rank: arrival points last reached there, ends of sends from there
     n, rel = len(g), g.collectives.reliable
     last_rank, last_node = job.per_row(job.last_rank)[rel], job.per_row(job.last_node)[rel]
     arrival = 2 * n + np.arange(int(rel.sum()))
     elsewhere = last_rank != rank
-    jump_at = np.concatenate([arrival[elsewhere], 2 * n + len(arrival) + np.arange(len(remote.row))])
+    jump_at = np.concatenate([arrival[elsewhere], 2 * n + len(arrival) + np.arange(int(heard.sum()))])
     jump_rank = np.concatenate([last_rank[elsewhere], sent.rank[heard]])
     jump_point = np.concatenate([2 * last_node[elsewhere], 2 * sent.node[heard] + 1])
     pred[jump_at] = -1

@@ -222,8 +222,9 @@ def analysis_to_dict(a: Analysis, step: int | None = None, rank: int | None = No
 
 def scan_to_dict(s: Scan, top_late: int = 20, top: int = 10) -> dict[str, object]:
     """A scan (``dag/scan.py``) as JSON-ready data: each step of each rank (its breakdown and the ``top`` ops of
-    its critical path), the slow steps, the stragglers, the latest arrivals at collectives (``top_late``, by
-    the lateness each rank made itself), the GPU per rank."""
+    its critical path), the slow steps, the stragglers, every finding with the slow steps' causes and the
+    GPU-bound steps (as ``analysis_to_dict``'s; empty without the paths), the latest arrivals at collectives
+    (``top_late``, by the lateness each rank made itself), the GPU per rank."""
     slow = {(x.step, x.rank) for x in s.slow_steps}
     gpu_row = {key: i for i, key in enumerate(s.gpu_steps)}
     gpu_ranks = set(s.gpu_trace.rank.tolist())
@@ -247,6 +248,8 @@ def scan_to_dict(s: Scan, top_late: int = 20, top: int = 10) -> dict[str, object
                         "median_ms": round(x.median_ns / 1e6, 3), "excess_ms": round(x.excess_ns / 1e6, 3)}
                        for x in s.slow_steps],
         "stragglers": [finding_to_dict(f) for f in s.stragglers],
+        "findings": [finding_to_dict(f) for f in s.findings],
+        "gpu_bound": [b.to_dict() for b in s.gpu_bound],
         "late_arrivals": [{"step": c.step, "kind": c.kind, "rank": c.last_rank, "ranks": len(c.ranks),
                            "lateness_ms": round(c.lateness_ns / 1e6, 3), "passed_on_ms": round(c.relayed_ns / 1e6, 3)}
                           for c in late],

@@ -4,12 +4,13 @@ Each rank's file is read where the executor runs its task (a local process, or a
 to a summary (``dag/summary.py``); the summaries are joined here: the collectives matched across ranks,
 the clocks put in step, then each step's wall time on every rank, its critical path through the ranks and
 the breakdown of its wall time (stitched from each rank's chains, ``dag/job_paths.py``), the slow steps, the
-GPU timeline and the ranks that reached collectives late. Every number equals ``analyze``'s on the whole
-trace. What reads the job's whole graph (the other detectors, what-if, the graph model) is ``analyze``'s alone.
+GPU timeline and the ranks that reached collectives late; with the paths, a last round runs every detector on
+each rank's graph with its steps' paths and joins their findings with each slow step's cause
+(``dag/scan_findings.py``). Every number equals ``analyze``'s on the whole trace. What-if and the graph model
+read the job's whole graph: they are ``analyze``'s alone.
 
-A file is parsed once, but for the ranks whose chains must be built again on ends other ranks moved (gloo
-ops that ended where their threads resumed): between the rounds its trace waits on the node that read it,
-and its second task is sent there. The driver holds the summaries only: each rank's members and chains.
+A file is parsed once: between the rounds its trace waits on the node that read it, and its next task is sent
+there. The driver holds the summaries only: each rank's members and chains, then its steps' paths.
 """
 
 from __future__ import annotations
@@ -35,10 +36,12 @@ from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.detectors import straggler_findings
 from bottleneck_oracle.dag.finding import MAJOR, Finding
 from bottleneck_oracle.dag.findings import strongest
+from bottleneck_oracle.dag.gpu_bound import GpuBound
 from bottleneck_oracle.dag.gpu_timeline import FIELDS, GpuTimeline
 from bottleneck_oracle.dag.graph import CollectiveTable
 from bottleneck_oracle.dag.job_collectives import JobCollectives
 from bottleneck_oracle.dag.job_paths import JobPaths, PlacedPaths
+from bottleneck_oracle.dag.scan_findings import RankFindings, RankPathsOf, findings_of_rank, for_rank, job_findings, p2p_peers_of
 from bottleneck_oracle.dag.severity import bound_findings
 from bottleneck_oracle.dag.slow_steps import SlowStep, find_slow_steps, partial_steps
 from bottleneck_oracle.dag.summary import (
@@ -46,7 +49,7 @@ from bottleneck_oracle.dag.summary import (
 )
 from bottleneck_oracle.errors import TraceFormatError
 from bottleneck_oracle.executor import Executor
-from bottleneck_oracle.traces import check_ranks, one_rank, read_rank, trace_files
+from bottleneck_oracle.traces import Trace, check_ranks, one_rank, read_rank, trace_files
 
 __all__ = ["Scan", "scan"]
 
@@ -69,6 +72,10 @@ class Scan:
         slow_steps (tuple[SlowStep, ...]): slowest first.
         stragglers (tuple[Finding, ...]): ranks that reached collectives late, impact capped by what their
             step lost (``dag/severity.py``), largest first.
+        findings (tuple[Finding, ...]): every detector's, with each slow step's cause, as ``analyze``'s (none
+            without the paths).
+        gpu_bound (tuple[GpuBound, ...]): the GPU-bound steps, as ``analyze --json`` gives them (none without
+            the paths).
         arrivals (tuple[CollectiveArrival, ...]): who reached each reliable instance last, and by how much.
         collectives (CollectiveTable): every instance matched.
         gpu (GpuTimeline): what the GPU did in each step, one row per (step, rank) of ``gpu_steps``.
@@ -88,6 +95,8 @@ class Scan:
     partial_steps: frozenset[tuple[int, int]]
     slow_steps: tuple[SlowStep, ...]
     stragglers: tuple[Finding, ...]
+    findings: tuple[Finding, ...]
+    gpu_bound: tuple[GpuBound, ...]
     arrivals: tuple[CollectiveArrival, ...]
     collectives: CollectiveTable
     gpu: GpuTimeline
@@ -122,17 +131,29 @@ def _keys_task(item: tuple[Path, bool, Path]) -> tuple[int, Path, int | None, Ra
 
 
 def _summary_task(item: tuple[Path, bool, Path, JobCollectives, str | None, bool]) -> RankSummary:
-    """Round 2 of one file: from the trace round 1 left on this node (taken, so that it is read once), else
-    read again (the task ran on another node, or this is the round on moved clocks)."""
+    """Round 2 of one file (kept for the findings' round with the paths, else taken: the last round takes it)."""
     path, named, spill, job, steps_from, paths = item
+    return rank_summary(_kept(path, named, spill, take=not paths), job, steps_from, paths)
+
+
+def _findings_task(item: tuple[Path, bool, Path, JobCollectives, str | None, RankPathsOf]) -> RankFindings:
+    """The last round of one file: its detectors on its steps' paths."""
+    path, named, spill, job, steps_from, given = item
+    return findings_of_rank(_kept(path, named, spill, take=True), job, steps_from, given)
+
+
+def _kept(path: Path, named: bool, spill: Path, take: bool) -> Trace:
+    """The trace round 1 left on this node (``take``: removed, the last round's), else the file read again (the
+    task ran on another node, or round 1 could not keep it)."""
     try:
-        trace = pickle.loads(spill.read_bytes())
-        spill.unlink()
-    except OSError:  # not there: round 1 ran on another node, or could not keep it
+        trace: Trace = pickle.loads(spill.read_bytes())
+        if take:
+            spill.unlink()
+        return trace
+    except OSError:
         read = read_rank(path, named)
         assert read is not None and read[3] is not None  # round 1 read it
-        trace = read[3]
-    return rank_summary(trace, job, steps_from, paths)
+        return read[3]
 
 
 def scan(paths: Sequence[Path], executor: Executor, *, partial: bool = False, steps_from: str | None = None,
@@ -161,10 +182,10 @@ def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, parti
           align_clocks: bool, progress: Progress | None) -> Scan:
     items = [(p, named, spill / f"{i}.trace") for i, (p, named) in enumerate(files)]
     clock = _Stopwatch()
+    peak: dict[Path, int] = defaultdict(int)  # per rank (its spill's name), the peak of its tasks
     with clock("map"):
-        read = _mapped(executor, _keys_task, items, "reading", progress)
+        read = _mapped(executor, _keys_task, items, "reading", progress, peak)
     where = dict(zip((i[2] for i in items), executor.stats.node or [""] * len(items)))
-    read_peak = dict(zip((i[2] for i in items), executor.stats.peak_rss_bytes))
     found = [(r, item) for r, item in zip(read, items) if r is not None]
     check_ranks(one_rank([(rank, path, world) for (rank, path, world, _), _ in found]), partial)
     ranked = sorted(((r, item) for r, item in found if r[3] is not None), key=lambda x: x[0][3].rank)
@@ -177,7 +198,7 @@ def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, parti
     with clock("reduce"):
         jobs, table = match_job(keys, frame)
     with clock("map"):
-        summaries = _summaries(executor, rank_items, jobs, how, near, "summarising", progress)
+        summaries = _summaries(executor, rank_items, jobs, how, near, "summarising", progress, peak)
     with clock("reduce"):
         n_ranks = max(k.rank for k in keys) + 1
         clocks = offsets_of(_member_times(summaries, table, frame), n_ranks) if align_clocks else None
@@ -186,19 +207,38 @@ def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, parti
         with clock("reduce"):
             jobs, table = match_job(keys, frame)
         with clock("map"):
-            summaries = _summaries(executor, rank_items, jobs, how, near, "summarising on one clock", progress)
+            summaries = _summaries(executor, rank_items, jobs, how, near, "summarising on one clock", progress, peak)
     settled, again = _settled(summaries, jobs, table, frame) if how[1] else ([], [])
     if again:  # ranks whose instances' first ends other ranks moved: their chains again, with the moved ends
         with clock("map"):
             redone = _summaries(executor, [rank_items[i] for i in again], [settled[i] for i in again], how,
-                                [near[i] for i in again], "summarising with the settled ends", progress)
+                                [near[i] for i in again], "summarising with the settled ends", progress, peak)
         for i, s in zip(again, redone):
             summaries[i] = s
+            jobs[i] = settled[i]
     sizes = tuple(len(pickle.dumps(k)) + len(pickle.dumps(s)) for k, s in zip(keys, summaries))
-    peaks = tuple(max(read_peak.get(item[2], 0), p) for item, p in zip(rank_items, executor.stats.peak_rss_bytes))
     with clock("reduce"):
-        out = _joined(summaries, table, frame, clocks, sizes, peaks)
-    return replace(out, seconds=dict(clock.seconds))
+        out, raw_stragglers = _joined(summaries, table, frame, clocks, sizes)
+    if how[1]:
+        with clock("reduce"):
+            complete = [r for r in out.steps if (r.step, r.rank) not in out.partial_steps]
+            of_rank: dict[int, list[StepReport]] = defaultdict(list)
+            for r in complete:
+                of_rank[r.rank].append(r)
+            peers = p2p_peers_of(summaries, table)
+            base = np.cumsum([0] + [s.nodes for s in summaries]).tolist()
+            given = [for_rank(s, b, frame.shift_ns[s.rank], of_rank[s.rank], out.names, list(out.slow_steps), peers)
+                     for s, b in zip(summaries, base)]
+        with clock("map"):
+            found = _mapped(executor, _findings_task, [(*item, job, how[0], g) for item, job, g in
+                                                      zip(rank_items, jobs, given)], "finding bottlenecks", progress,
+                           peak, near)
+        with clock("reduce"):
+            by_rank = {s.rank: f for s, f in zip(summaries, found)}
+            findings = job_findings(by_rank, raw_stragglers, complete, list(out.slow_steps), out.gpu, out.gpu_steps,
+                                    list(out.arrivals), out.names)
+        out = replace(out, findings=tuple(findings), gpu_bound=tuple(b for f in found for b in f.gpu_bound))
+    return replace(out, task_peak_bytes=tuple(peak[item[2]] for item in rank_items), seconds=dict(clock.seconds))
 
 
 class _Stopwatch:
@@ -217,20 +257,25 @@ class _Stopwatch:
 
 
 def _mapped(executor: Executor, fn: Callable[..., object], items: list, what: str,  # type: ignore[type-arg]
-            progress: Progress | None, near: list[str] | None = None) -> list:  # type: ignore[type-arg]
+            progress: Progress | None, peak: dict[Path, int], near: list[str] | None = None) -> list:  # type: ignore[type-arg]
+    """``executor.map``, each task's peak noted in ``peak`` under its rank's spill (the third of its item)."""
     done = [0]
 
     def tick(_: int) -> None:
         done[0] += 1
         if progress is not None:
             progress(what, done[0], len(items))
-    return executor.map(fn, items, done=tick, near=near)
+    out = executor.map(fn, items, done=tick, near=near)
+    for item, p in zip(items, executor.stats.peak_rss_bytes):
+        peak[item[2]] = max(peak[item[2]], p)
+    return out
 
 
 def _summaries(executor: Executor, items: list[tuple[Path, bool, Path]], jobs: list[JobCollectives],
-               how: tuple[str | None, bool], near: list[str], what: str, progress: Progress | None) -> list[RankSummary]:
+               how: tuple[str | None, bool], near: list[str], what: str, progress: Progress | None,
+               peak: dict[Path, int]) -> list[RankSummary]:
     return _mapped(executor, _summary_task, [(*item, job, *how) for item, job in zip(items, jobs)], what,
-                   progress, near)
+                   progress, peak, near)
 
 
 def _settled(summaries: list[RankSummary], jobs: list[JobCollectives], table: CollectiveTable, frame: JobFrame
@@ -275,10 +320,10 @@ def _member_times(summaries: list[RankSummary], table: CollectiveTable, frame: J
 
 
 def _joined(summaries: list[RankSummary], table: CollectiveTable, frame: JobFrame, clocks: ClockEstimate | None,
-            sizes: tuple[int, ...], peaks: tuple[int, ...]) -> Scan:
-    """The cross-rank stage, over the summaries only."""
+            sizes: tuple[int, ...]) -> tuple[Scan, list[Finding]]:
+    """The cross-rank stage, over the summaries only; and the stragglers before they are capped."""
     base = np.cumsum([0] + [s.nodes for s in summaries])  # the job's graph numbers each rank's nodes after the lower ranks'
-    names = NodeNames(summaries, base.tolist()[:-1])
+    names = NodeNames(summaries, base.tolist()[:-1], table)
     member, inst, start, rank, step = [], [], [], [], []
     for s, b in zip(summaries, base.tolist()):
         keep = table.reliable[s.instance] if len(s.instance) else np.zeros(0, dtype=bool)
@@ -292,16 +337,16 @@ def _joined(summaries: list[RankSummary], table: CollectiveTable, frame: JobFram
     partial = partial_steps(reports)
     complete = [r for r in reports if (r.step, r.rank) not in partial]
     slow = find_slow_steps(reports)
-    found = bound_findings(straggler_findings(arrivals, complete, {s.step for s in slow}, names), complete)
-    stragglers = sorted(strongest(found), key=lambda f: (f.severity != MAJOR, -f.impact_ms))
+    raw = straggler_findings(arrivals, complete, {s.step for s in slow}, names)
+    stragglers = sorted(strongest(bound_findings(raw, complete)), key=lambda f: (f.severity != MAJOR, -f.impact_ms))
     gpu_steps = tuple((int(st), s.rank) for s in summaries for st in s.step.tolist())
     return Scan(
         ranks=tuple(s.rank for s in summaries), events=sum(s.events for s in summaries), steps=tuple(reports),
-        partial_steps=frozenset(partial), slow_steps=tuple(slow), stragglers=tuple(stragglers),
-        arrivals=tuple(arrivals), collectives=table, gpu=_concat([s.gpu for s in summaries]), gpu_steps=gpu_steps,
+        partial_steps=frozenset(partial), slow_steps=tuple(slow), stragglers=tuple(stragglers), findings=(),
+        gpu_bound=(), arrivals=tuple(arrivals), collectives=table, gpu=_concat([s.gpu for s in summaries]), gpu_steps=gpu_steps,
         gpu_trace=_concat([s.gpu_trace for s in summaries]), clocks=clocks, summary_bytes=sizes,
-        task_peak_bytes=peaks, seconds={}, names=names,
-    )
+        task_peak_bytes=(), seconds={}, names=names,
+    ), raw
 
 
 def _reports(summaries: list[RankSummary], base: list[int], frame: JobFrame) -> list[StepReport]:

@@ -25,7 +25,7 @@ from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.points import LANE, PointGraph
 from bottleneck_oracle.dag.types import Bottleneck, Category
 
-__all__ = ["JOIN_SHARE", "STALLS", "join_shared_stalls", "stall_edges", "thread_excess"]
+__all__ = ["JOIN_SHARE", "STALLS", "StallExcess", "join_shared_stalls", "stall_edges", "stall_excess", "thread_excess"]
 
 JOIN_SHARE = 0.5  # of the named rank's excess: how much more another rank's thread must have stalled to join
 # the stall findings and the category of time on the step thread each one measures
@@ -69,12 +69,18 @@ def thread_excess(g: ExecGraph, pg: PointGraph, reports: list[StepReport], categ
     return out
 
 
-def join_shared_stalls(g: ExecGraph, pg: PointGraph, reports: list[StepReport], findings: list[Finding]
-                       ) -> list[Finding]:
+StallExcess = dict[Category, dict[tuple[int, int], int]]  # per stall's category: ``thread_excess``
+
+
+def stall_excess(g: ExecGraph, pg: PointGraph, reports: list[StepReport]) -> StallExcess:
+    """``thread_excess`` of every stall's category."""
+    return {cat: thread_excess(g, pg, reports, cat) for cat in set(STALLS.values())}
+
+
+def join_shared_stalls(excess: StallExcess, findings: list[Finding]) -> list[Finding]:
     """``findings``, largest impact first, with each stall finding of a step joined by the ranks that
-    stalled with it (see the module); a finding of the same stall on a rank it joined is folded into it."""
-    excess = {cat: thread_excess(g, pg, reports, cat) for cat in set(STALLS.values())
-              if any(f.category in STALLS and f.step is not None for f in findings)}
+    stalled with it (see the module; ``excess``: ``stall_excess``); a finding of the same stall on a rank
+    it joined is folded into it."""
     joined: set[tuple[Bottleneck, int, int]] = set()  # (category, step, rank) of a finding already out
     out: list[Finding] = []
     for f in sorted(findings, key=lambda f: -f.impact_ms):  # the largest of the same stall leads

@@ -14,7 +14,7 @@ import numpy as np
 
 from bottleneck_oracle.dag.critical_path import StepReport
 
-__all__ = ["SLOW_RATIO", "SlowStep", "compare_steps", "find_slow_steps", "partial_steps"]
+__all__ = ["SLOW_RATIO", "SlowStep", "compare_steps", "find_slow_steps", "partial_steps", "steps_to_explain"]
 
 SLOW_RATIO = 1.25
 SLOW_MADS = 6.0
@@ -96,3 +96,9 @@ def find_slow_steps(reports: list[StepReport]) -> list[SlowStep]:
     complete = [r for r in reports if (r.step, r.rank) not in partial]
     slow = [s for s, is_slow in compare_steps(complete) if is_slow]
     return sorted(slow, key=lambda s: -s.excess_ns)
+
+
+def steps_to_explain(complete: list[StepReport], slow: list[SlowStep]) -> set[int]:
+    """The steps whose cause is given: the slow ones, and every step of a rank too short to compare its steps."""
+    judged = {s.step for s, _ in compare_steps(complete)}
+    return {s.step for s in slow} | ({r.step for r in complete} - judged)

@@ -23,7 +23,7 @@ import numpy as np
 
 from bottleneck_oracle.dag.build import build_graph, comm_keys
 from bottleneck_oracle.dag.collectives import CommNodes, group_instances
-from bottleneck_oracle.dag.gpu_detectors import p2p_nodes
+from bottleneck_oracle.dag.path_nodes import checkpoint_ranges, p2p_nodes
 from bottleneck_oracle.dag.gpu_timeline import GpuTimeline, step_gpu_timeline, trace_gpu_timeline
 from bottleneck_oracle.dag.graph import CollectiveTable
 from bottleneck_oracle.dag.job_collectives import JobCollectives, RemoteSends
@@ -177,7 +177,8 @@ class RankSummary:
             ``instance``, ``member_start``, ``member_end``, ``member_step`` and ``transfer`` (one end of a GPU
             point-to-point transfer) per member.
         named (np.ndarray): int32 the nodes whose names the scan says (its members, the owners of its chains'
-            edges, its sends to other ranks), in order; ``named_name`` indexes ``names`` for each.
+            edges, its sends to other ranks), in order; ``named_name`` indexes ``names`` for each; ``named_kind``,
+            ``named_role`` and ``named_checkpoint`` are what ``path_nodes.PathNodes`` says of each.
         paths (RankPaths | None): the chains of its critical paths, and of those that reach it from other
             ranks (None: not asked for).
     """
@@ -199,6 +200,9 @@ class RankSummary:
     transfer: np.ndarray
     named: np.ndarray
     named_name: np.ndarray
+    named_kind: np.ndarray
+    named_role: np.ndarray
+    named_checkpoint: np.ndarray
     names: tuple[str, ...]
     paths: RankPaths | None
 
@@ -222,22 +226,55 @@ def rank_summary(trace: Trace, job: JobCollectives, steps_from: str | None = Non
         last_node=last.astype(np.int64), gpu=step_gpu_timeline(g), gpu_trace=trace_gpu_timeline(trace),
         member=m, instance=job_instance[m], member_start=g.start_ns[m], member_end=g.end_ns[m],
         member_step=g.step[m].astype(np.int64), transfer=(p2p_nodes(g) & trace.lanes.is_gpu[g.lane])[m],
-        named=named, named_name=named_name.ravel().astype(np.int32),
+        named=named, named_name=named_name.ravel().astype(np.int32), named_kind=g.kind[named],
+        named_role=g.role[named], named_checkpoint=checkpoint_ranges(g)[named],
         names=tuple(trace.strings[i] for i in names.tolist()), paths=chains,
     )
 
 
 class NodeNames:
-    """The names of the nodes the summaries name, by the job graph's node id (``base``: each summary's first)."""
+    """The nodes the summaries name, by the job graph's node id (``base``: each summary's first): their names and
+    kinds, and which are pipeline transfers (``table``: the job's instances); a ``PathNodes`` of every path."""
 
-    def __init__(self, summaries: list[RankSummary], base: list[int]) -> None:
+    def __init__(self, summaries: list[RankSummary], base: list[int], table: CollectiveTable) -> None:
         self._base = np.array(base, dtype=np.int64)
         self._summaries = summaries
+        self._p2p = np.array([k == "sendrecv" and m == 2 for k, m in zip(table.kind, table.members.tolist())], bool)
 
-    def __call__(self, node: int) -> str:
+    def _find(self, node: int) -> tuple[RankSummary, int]:
         i = int(np.searchsorted(self._base, node, side="right")) - 1
         s = self._summaries[i]
         at = int(np.searchsorted(s.named, node - self._base[i]))
         if at == len(s.named) or s.named[at] != node - self._base[i]:
             raise KeyError(node)
+        return s, at
+
+    def node_name(self, node: int) -> str:
+        s, at = self._find(node)
         return s.names[int(s.named_name[at])]
+
+    __call__ = node_name
+
+    def _named(self, field: str, nodes: np.ndarray) -> np.ndarray:
+        """``RankSummary.named_<field>`` of each of ``nodes``."""
+        found = [self._find(node) for node in nodes.tolist()]
+        return np.array([getattr(s, f"named_{field}")[at] for s, at in found],
+                        dtype=getattr(self._summaries[0], f"named_{field}").dtype)
+
+    def kinds(self, nodes: np.ndarray) -> np.ndarray:
+        return self._named("kind", nodes)
+
+    def roles(self, nodes: np.ndarray) -> np.ndarray:
+        return self._named("role", nodes)
+
+    def in_checkpoint(self, nodes: np.ndarray) -> np.ndarray:
+        return self._named("checkpoint", nodes)
+
+    def p2p(self, nodes: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(nodes), dtype=bool)
+        for j, node in enumerate(nodes.tolist()):
+            i = int(np.searchsorted(self._base, node, side="right")) - 1
+            s, local = self._summaries[i], node - int(self._base[i])
+            at = int(np.searchsorted(s.member, local))
+            out[j] = at < len(s.member) and s.member[at] == local and bool(self._p2p[s.instance[at]])
+        return out

@@ -22,7 +22,7 @@ from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.detectors import compute_time
 from bottleneck_oracle.dag.finding import Finding, rank_ranges
-from bottleneck_oracle.dag.gpu_detectors import p2p_nodes
+from bottleneck_oracle.dag.path_nodes import p2p_nodes
 from bottleneck_oracle.dag.points import LANE
 from bottleneck_oracle.dag.shared_stalls import STALLS, stall_edges, thread_excess
 from bottleneck_oracle.dag.types import CATEGORIES, Category, EdgeType, NodeKind, Role

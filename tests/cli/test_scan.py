@@ -1,13 +1,13 @@
 """``oracle scan``: what it prints is the scan's (and analyze's: the walls, breakdowns, critical paths, slow
-steps and GPU timeline of ``--json`` are analyze's to the digit), its next step points at analyze, and a bad
-file fails in one line."""
+steps, findings with their causes and GPU timeline of ``--json`` are analyze's to the digit; its findings are
+printed as analyze prints them), and a bad file fails in one line."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from bottleneck_oracle.dag.report import scan_to_dict
+from bottleneck_oracle.dag.report import cause_text, scan_to_dict
 from bottleneck_oracle.dag.scan import scan
 from bottleneck_oracle.executor import LocalExecutor
 from tests.conftest import REPO, run_oracle
@@ -15,16 +15,23 @@ from tests.conftest import REPO, run_oracle
 EXAMPLE = REPO / "examples" / "gpt_2rank"
 
 
-def test_oracle_scan_prints_the_straggler_and_the_slow_step_analyze_finds() -> None:
+def test_oracle_scan_prints_the_findings_and_the_cause_analyze_finds() -> None:
     done = run_oracle("scan", EXAMPLE)
     assert done.returncode == 0, done.stderr
+    analysed_text = run_oracle("analyze", EXAMPLE).stdout
+    block = analysed_text[analysed_text.index("Findings, largest"):analysed_text.index("Why is")].strip()
+    assert block in done.stdout  # analyze's findings, line for line
     want = scan_to_dict(scan([EXAMPLE], LocalExecutor(1)))
+    (cause,) = [f for f in want["findings"] if f["cause"]]
+    assert f"step {cause['step']}: {cause_text(cause)}" in " ".join(done.stdout.split())
+    lean = run_oracle("scan", EXAMPLE, "--no-paths")
     (late,) = want["stragglers"]
-    assert f"rank {late['ranks'][0]}, step {late['step']}: {late['impact_ms']} ms (major)" in done.stdout
-    assert f"oracle analyze {EXAMPLE} --step {late['step']}" in " ".join(done.stdout.split())
+    assert f"rank {late['ranks'][0]}, step {late['step']}: {late['impact_ms']} ms (major)" in lean.stdout
+    assert "Findings" not in lean.stdout
     as_json = run_oracle("scan", EXAMPLE, "--json")
     data = json.loads(as_json.stdout)
     analysed = json.loads(run_oracle("analyze", EXAMPLE, "--json").stdout)
+    assert data["findings"] == analysed["findings"] and data["gpu_bound"] == analysed["gpu_bound"]
     assert [(x["step"], x["rank"], x["wall_ms"]) for x in data["steps"]] == \
         [(x["step"], x["rank"], x["wall_ms"]) for x in analysed["steps"]]
     assert data["slow_steps"] == analysed["slow_steps"] and data["gpu_timeline"] == analysed["gpu_timeline"]

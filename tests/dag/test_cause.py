@@ -11,6 +11,7 @@ import pytest
 
 from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.dag.cause import late_ranks
+from bottleneck_oracle.dag.collectives import collective_arrivals
 from bottleneck_oracle.dag.types import Bottleneck
 from bottleneck_oracle.synth import SynthConfig, synthesize
 from bottleneck_oracle.traces import read_trace
@@ -48,7 +49,7 @@ def test_a_late_ranks_pause_is_the_cause_with_the_ranks_that_waited() -> None:
 
 def test_late_ranks_measure_each_waiters_longest_wait() -> None:
     a = one_step_pause()
-    (late, *_) = late_ranks(a.graph)[1]
+    (late, *_) = late_ranks(collective_arrivals(a.graph))[1]
     assert late.rank == 3 and sorted(late.waited_ns) == [0, 1, 2, 4, 5, 6, 7]
     assert late.longest_ns == pytest.approx(25e6, rel=0.1)
 

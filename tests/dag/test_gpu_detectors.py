@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bottleneck_oracle.dag.gpu_detectors import gpu_busy_ns, p2p_nodes
+from bottleneck_oracle.dag.gpu_detectors import gpu_busy_ns
+from bottleneck_oracle.dag.path_nodes import p2p_nodes
 from bottleneck_oracle.dag.types import Bottleneck, Category, NodeKind
 from tests.dag.synth_cases import synth_case
 

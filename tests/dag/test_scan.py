@@ -1,5 +1,5 @@
 """The scan: a job read one rank at a time gives analyze's numbers (steps, walls, slow steps, arrivals at every
-collective, stragglers, the GPU timeline, the clocks) on every real, public and captured multi-rank folder and
+collective, stragglers, every finding with the slow steps' causes, the GPU-bound steps, the GPU timeline, the clocks) on every real, public and captured multi-rank folder and
 on synthetic jobs whose clocks disagree, locally and on Ray, with a worker killed; and the driver holds
 summaries, not events."""
 
@@ -19,6 +19,7 @@ from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.dag.collectives import collective_arrivals
 from bottleneck_oracle.dag.detectors import stragglers
 from bottleneck_oracle.dag.findings import strongest
+from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
 from bottleneck_oracle.dag.scan import Scan, _keys_task, _summary_task, scan
 from bottleneck_oracle.dag.severity import bound_findings
 from bottleneck_oracle.dag.summary import JobFrame, match_job
@@ -69,6 +70,8 @@ def _analysis_view(a: Analysis) -> dict[str, object]:
         "gpu_trace": [(int(a.gpu_trace.rank[i]), a.gpu_trace.record(i)) for i in range(len(a.gpu_trace))],
         "clocks": a.clocks.offset_ns.tolist() if a.clocks is not None else None,
         "collectives": (a.graph.collectives.kind, a.graph.collectives.reliable.tolist()),
+        "findings": list(a.findings),
+        "gpu_bound": gpu_bound_steps(a.graph, a.gpu, [(r.step, r.rank) for r in complete]),
     }
 
 
@@ -82,6 +85,7 @@ def _scan_view(s: Scan) -> dict[str, object]:
         "gpu_trace": [(int(s.gpu_trace.rank[i]), s.gpu_trace.record(i)) for i in range(len(s.gpu_trace))],
         "clocks": s.clocks.offset_ns.tolist() if s.clocks is not None else None,
         "collectives": (s.collectives.kind, s.collectives.reliable.tolist()),
+        "findings": list(s.findings), "gpu_bound": list(s.gpu_bound),
     }
 
 
@@ -162,7 +166,9 @@ def test_a_rank_s_second_round_reads_its_file_again_where_round_one_left_nothing
     spill = tmp_path / f"{[f for f, _ in trace_files([EXAMPLE])].index(files[0])}.trace"
     assert spill.exists()
     spilled = _summary_task((files[0], True, spill, jobs[0], None, True))
-    assert not spill.exists()  # taken
+    assert spill.exists()  # kept for the findings' round, which the paths bring
+    _summary_task((files[0], True, spill, jobs[0], None, False))
+    assert not spill.exists()  # taken: no round follows
     again = _summary_task((files[0], True, spill, jobs[0], None, True))
     _same(spilled, again, "summary")
 

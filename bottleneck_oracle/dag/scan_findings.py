@@ -1,0 +1,128 @@
+"""The findings of a scan: every detector of ``analyze``, each rank's in its own task, joined as ``analyze`` joins
+them, with the cause of each slow step.
+
+Every detector but the stragglers' reads one rank at a time: its steps' critical paths, its graph (the ops of a
+step, its GPU work, its Python frames, its threads' stalls). So once the reduce has stitched the paths, each
+rank's task builds its graph again and runs them on its own steps (``findings_of_rank``), given the paths with
+the nodes of other ranks they run through (``for_rank``). The driver caps and orders what the ranks found, joins
+the stalls that many ranks had, and marks each step's cause from the collectives' arrivals (``job_findings``):
+the findings of ``analyze`` to the digit.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from bottleneck_oracle.dag.build import build_graph
+from bottleneck_oracle.dag.cause import late_ranks, with_causes
+from bottleneck_oracle.dag.collectives import CollectiveArrival
+from bottleneck_oracle.dag.critical_path import StepReport
+from bottleneck_oracle.dag.finding import Finding
+from bottleneck_oracle.dag.findings import rank_findings, settled_findings
+from bottleneck_oracle.dag.gpu_bound import GpuBound, gpu_bound_steps
+from bottleneck_oracle.dag.gpu_timeline import GpuTimeline, step_gpu_timeline
+from bottleneck_oracle.dag.graph import CollectiveTable
+from bottleneck_oracle.dag.job_collectives import JobCollectives
+from bottleneck_oracle.dag.job_paths import rank_points
+from bottleneck_oracle.dag.path_nodes import ForeignNodes, GraphNodes
+from bottleneck_oracle.dag.shared_stalls import StallExcess, stall_excess
+from bottleneck_oracle.dag.slow_steps import SlowStep, steps_to_explain
+from bottleneck_oracle.dag.summary import NodeNames, RankSummary
+from bottleneck_oracle.traces import Trace
+
+__all__ = ["RankFindings", "RankPathsOf", "findings_of_rank", "for_rank", "job_findings", "p2p_peers_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class RankPathsOf:
+    """What one rank's findings task is given: its complete steps, their paths on its graph's nodes and clock (the
+    nodes of other ranks numbered after its own, ``foreign``), the job's slow steps and its pipeline peers."""
+
+    reports: list[StepReport]
+    foreign: ForeignNodes
+    slow: frozenset[int]
+    peers: dict[int, list[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class RankFindings:
+    """What one rank's task found.
+
+    Args:
+        found (list[Finding]): its detectors' findings, before they are capped (``findings.rank_findings``).
+        excess (StallExcess): how much more each of its steps' threads stalled than its other steps.
+        gpu_work (bool): it recorded GPU work.
+        gpu_bound (list[GpuBound]): its GPU-bound steps (``gpu_bound_steps``).
+    """
+
+    found: list[Finding]
+    excess: StallExcess
+    gpu_work: bool
+    gpu_bound: list[GpuBound]
+
+
+def findings_of_rank(trace: Trace, job: JobCollectives, steps_from: str | None, given: RankPathsOf) -> RankFindings:
+    """The findings of the trace of one rank, its graph built as round 2 built it."""
+    g = build_graph(trace, steps_from=steps_from, job=job)
+    points, _ = rank_points(g, job)
+    found = rank_findings(g, given.reports, set(given.slow), GraphNodes(g, given.foreign), given.peers)
+    gpu = step_gpu_timeline(g)
+    return RankFindings(
+        found=found, excess=stall_excess(g, points, given.reports),
+        gpu_work=bool(trace.lanes.is_gpu[g.lane].any()),
+        gpu_bound=gpu_bound_steps(g, gpu, [(r.step, r.rank) for r in given.reports]),
+    )
+
+
+def for_rank(s: RankSummary, base: int, shift: int, mine: list[StepReport], names: NodeNames,
+             slow: list[SlowStep], peers: dict[int, list[int]]) -> RankPathsOf:
+    """The task's input of the rank of ``s`` (``base``: its first node in the job's graph, ``shift``: its clock
+    on the job's), from its complete steps ``mine`` on the job's graph."""
+    paths = np.concatenate([r.path_node for r in mine]) if mine else np.zeros(0, np.int64)
+    other = np.unique(paths[(paths >= 0) & ((paths < base) | (paths >= base + s.nodes))])
+    local = [replace(r, start_ns=r.start_ns - shift, end_ns=r.end_ns - shift, path_start_ns=r.path_start_ns - shift,
+                     path_node=_local(r.path_node, base, s.nodes, other)) for r in mine]
+    foreign = ForeignNodes(names=tuple(names.node_name(n) for n in other.tolist()), kind=names.kinds(other),
+                           p2p=names.p2p(other), role=names.roles(other), in_checkpoint=names.in_checkpoint(other))
+    return RankPathsOf(local, foreign, frozenset(x.step for x in slow), {s.rank: peers.get(s.rank, [])})
+
+
+def _local(nodes: np.ndarray, base: int, n: int, other: np.ndarray) -> np.ndarray:
+    """``nodes`` of the job's graph as the rank's task numbers them: its own from 0, ``other`` from ``n``."""
+    own = (nodes >= base) & (nodes < base + n)
+    out = np.where(own, nodes - base, nodes)
+    away = (nodes >= 0) & ~own
+    out[away] = n + np.searchsorted(other, nodes[away])
+    return out
+
+
+def p2p_peers_of(summaries: list[RankSummary], table: CollectiveTable) -> dict[int, list[int]]:
+    """``gpu_detectors.p2p_peers`` from the summaries' members: per rank, the ranks it has pipeline transfers with."""
+    p2p = np.array([k == "sendrecv" and m == 2 for k, m in zip(table.kind, table.members.tolist())] + [False])
+    inst = np.concatenate([s.instance for s in summaries])
+    rank = np.concatenate([np.full(len(s.instance), s.rank, dtype=np.int64) for s in summaries])
+    keep = p2p[inst]
+    pairs = np.unique(np.stack([inst[keep], rank[keep]], axis=1), axis=0)  # (instance, rank), by instance
+    out: dict[int, set[int]] = defaultdict(set)
+    for ranks in np.split(pairs[:, 1], np.flatnonzero(np.diff(pairs[:, 0])) + 1):
+        for r in ranks.tolist():
+            out[r].update(x for x in ranks.tolist() if x != r)
+    return {r: sorted(v) for r, v in out.items()}
+
+
+def job_findings(found: dict[int, RankFindings], stragglers: list[Finding], complete: list[StepReport],
+                 slow: list[SlowStep], gpu: GpuTimeline, gpu_steps: tuple[tuple[int, int], ...],
+                 arrivals: list[CollectiveArrival], names: NodeNames) -> list[Finding]:
+    """The job's findings as ``analyze`` gives them, from each rank's (``found``, by rank) and the stragglers'
+    (``straggler_findings``, uncapped); ``gpu``: one row per (step, rank) of ``gpu_steps``."""
+    rows = {key: i for i, key in enumerate(gpu_steps) if found[key[1]].gpu_work and gpu.total_ns[i] > 0}
+    excess: StallExcess = defaultdict(dict)
+    for f in found.values():
+        for cat, values in f.excess.items():
+            excess[cat].update(values)
+    raw = stragglers + [x for rank in sorted(found) for x in found[rank].found]
+    settled = settled_findings(raw, complete, rows, gpu, excess)
+    return with_causes(names, late_ranks(arrivals), complete, settled, steps_to_explain(complete, slow))
