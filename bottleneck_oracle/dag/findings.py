@@ -12,10 +12,10 @@ from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.detectors import category_findings, checkpoints, host_pauses, slow_compute, stragglers
 from bottleneck_oracle.dag.finding import CAT_INDEX, MAJOR, Finding, own_ns
 from bottleneck_oracle.dag.gpu_bound import agree_with_gpu, gpu_rows
-from bottleneck_oracle.dag.gpu_detectors import host_bound, host_syncs, p2p_peers, pipeline_bubbles
+from bottleneck_oracle.dag.gpu_detectors import host_bound, host_syncs, pipeline_bubbles
 from bottleneck_oracle.dag.gpu_timeline import GpuTimeline
 from bottleneck_oracle.dag.graph import ExecGraph
-from bottleneck_oracle.dag.path_nodes import GraphNodes, PathNodes
+from bottleneck_oracle.dag.path_nodes import GraphNodes, PathNodes, p2p_peers
 from bottleneck_oracle.dag.points import PointGraph
 from bottleneck_oracle.dag.severity import bound_findings
 from bottleneck_oracle.dag.shared_stalls import STALLS, StallExcess, join_shared_stalls, stall_excess
@@ -39,7 +39,8 @@ def find_bottlenecks(g: ExecGraph, reports: list[StepReport], slow_steps: set[in
         points: the point graph of ``g``, to find the ranks that had a step's stall too
             (``dag/shared_stalls.py``); None leaves each stall on the rank its path names.
     """
-    found = stragglers(g, reports, slow_steps) + rank_findings(g, reports, slow_steps, GraphNodes(g), p2p_peers(g))
+    found = stragglers(g, reports, slow_steps) + rank_findings(g, reports, slow_steps, GraphNodes(g),
+                                                              p2p_peers(g.collective, g.rank, g.collectives))
     stalls = points is not None and any(f.category in STALLS and f.step is not None for f in found)
     return settled_findings(found, reports, gpu_rows(g, gpu) if gpu is not None else None, gpu,
                             stall_excess(g, points, reports) if stalls and points is not None else None)

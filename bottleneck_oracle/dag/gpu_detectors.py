@@ -14,7 +14,7 @@ from bottleneck_oracle.dag.intervals import covered, merged
 from bottleneck_oracle.dag.path_nodes import PathNodes, p2p_nodes
 from bottleneck_oracle.dag.types import Bottleneck, Category, NodeKind, Role
 
-__all__ = ["gpu_busy_ns", "host_bound", "host_syncs", "p2p_peers", "pipeline_bubbles"]
+__all__ = ["gpu_busy_ns", "host_bound", "host_syncs", "pipeline_bubbles"]
 
 
 def gpu_busy_ns(g: ExecGraph) -> np.ndarray:
@@ -111,21 +111,10 @@ def _p2p_names(g: ExecGraph, nodes: np.ndarray, top: int = 3) -> tuple[str, ...]
     return tuple(sorted(time, key=lambda name: (-time[name], name))[:top])
 
 
-def p2p_peers(g: ExecGraph) -> dict[int, list[int]]:
-    """Per rank, the ranks it has pipeline transfers with (``p2p_nodes``), in order."""
-    nodes = np.flatnonzero(p2p_nodes(g))
-    ranks_in = {c: set(g.rank[nodes[at]].tolist()) for c, at in positions_by(g.collective[nodes]).items()}
-    out: dict[int, set[int]] = defaultdict(set)
-    for ranks in ranks_in.values():
-        for r in ranks:
-            out[r] |= ranks - {r}
-    return {r: sorted(peers) for r, peers in out.items()}
-
-
 def pipeline_bubbles(g: ExecGraph, reports: list[StepReport], slow: set[int], path_nodes: PathNodes,
                      peers: dict[int, list[int]]) -> list[Finding]:
     """Pipeline stages whose GPU idles waiting for activations or gradients from a neighbour stage (``path_nodes``:
-    those of the paths, which run through other ranks; ``peers``: ``p2p_peers``, of the job)."""
+    those of the paths, which run through other ranks; ``peers``: ``path_nodes.p2p_peers``, of the job)."""
     p2p = p2p_nodes(g)
     nodes = np.flatnonzero(p2p)  # every member of a send/recv instance is one
     p2p_of = {rank: nodes[at] for rank, at in positions_by(g.rank[nodes]).items()}

@@ -8,15 +8,16 @@ after the graph's own; the driver reads every rank's from their summaries (``sum
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
-from bottleneck_oracle.dag.graph import ExecGraph
+from bottleneck_oracle.dag.graph import CollectiveTable, ExecGraph
 from bottleneck_oracle.dag.types import Role
 
-__all__ = ["ForeignNodes", "GraphNodes", "PathNodes", "checkpoint_ranges", "p2p_nodes"]
+__all__ = ["ForeignNodes", "GraphNodes", "PathNodes", "checkpoint_ranges", "p2p_instances", "p2p_nodes", "p2p_peers"]
 
 
 class PathNodes(Protocol):
@@ -41,11 +42,28 @@ class PathNodes(Protocol):
         ...
 
 
+def p2p_instances(table: CollectiveTable) -> np.ndarray:
+    """bool[instances]: point-to-point transfers (two-member send/recv instances: pipeline stages)."""
+    return np.array([k == "sendrecv" and m == 2 for k, m in zip(table.kind, table.members.tolist())], dtype=bool)
+
+
 def p2p_nodes(g: ExecGraph) -> np.ndarray:
-    """bool[N]: comm nodes of point-to-point transfers (two-member send/recv instances: pipeline stages)."""
-    table = g.collectives
-    p2p = np.array([k == "sendrecv" and m == 2 for k, m in zip(table.kind, table.members.tolist())] + [False])
-    return p2p[np.where(g.collective >= 0, g.collective, len(table))]
+    """bool[N]: comm nodes of point-to-point transfers (``p2p_instances``)."""
+    p2p = np.append(p2p_instances(g.collectives), False)
+    return p2p[np.where(g.collective >= 0, g.collective, len(g.collectives))]
+
+
+def p2p_peers(instance: np.ndarray, rank: np.ndarray, table: CollectiveTable) -> dict[int, list[int]]:
+    """Per rank, the ranks it has pipeline transfers with, in order, from every member's instance (-1: none)
+    and rank: one graph's nodes, or every rank's summary's members."""
+    keep = instance >= 0
+    keep[keep] = p2p_instances(table)[instance[keep]]
+    pairs = np.unique(np.stack([instance[keep], rank[keep]], axis=1), axis=0)  # (instance, rank), by instance
+    out: dict[int, set[int]] = defaultdict(set)
+    for ranks in np.split(pairs[:, 1], np.flatnonzero(np.diff(pairs[:, 0])) + 1):
+        for r in ranks.tolist():
+            out[r].update(x for x in ranks.tolist() if x != r)
+    return {r: sorted(v) for r, v in sorted(out.items())}
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,8 @@ from bottleneck_oracle.dag.gpu_timeline import FIELDS, GpuTimeline
 from bottleneck_oracle.dag.graph import CollectiveTable
 from bottleneck_oracle.dag.job_collectives import JobCollectives
 from bottleneck_oracle.dag.job_paths import JobPaths, PlacedPaths
-from bottleneck_oracle.dag.scan_findings import RankFindings, RankPathsOf, findings_of_rank, for_rank, job_findings, p2p_peers_of
+from bottleneck_oracle.dag.path_nodes import p2p_peers
+from bottleneck_oracle.dag.scan_findings import RankFindings, RankPathsOf, findings_of_rank, for_rank, job_findings
 from bottleneck_oracle.dag.severity import bound_findings
 from bottleneck_oracle.dag.slow_steps import SlowStep, find_slow_steps, partial_steps
 from bottleneck_oracle.dag.summary import (
@@ -225,7 +226,8 @@ def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, parti
             of_rank: dict[int, list[StepReport]] = defaultdict(list)
             for r in complete:
                 of_rank[r.rank].append(r)
-            peers = p2p_peers_of(summaries, table)
+            peers = p2p_peers(np.concatenate([s.instance for s in summaries]),
+                              np.concatenate([np.full(len(s.instance), s.rank) for s in summaries]), table)
             base = np.cumsum([0] + [s.nodes for s in summaries]).tolist()
             given = [for_rank(s, b, frame.shift_ns[s.rank], of_rank[s.rank], out.names, list(out.slow_steps), peers)
                      for s, b in zip(summaries, base)]

@@ -24,7 +24,6 @@ from bottleneck_oracle.dag.finding import Finding
 from bottleneck_oracle.dag.findings import rank_findings, settled_findings
 from bottleneck_oracle.dag.gpu_bound import GpuBound, gpu_bound_steps
 from bottleneck_oracle.dag.gpu_timeline import GpuTimeline, step_gpu_timeline
-from bottleneck_oracle.dag.graph import CollectiveTable
 from bottleneck_oracle.dag.job_collectives import JobCollectives
 from bottleneck_oracle.dag.job_paths import rank_points
 from bottleneck_oracle.dag.path_nodes import ForeignNodes, GraphNodes
@@ -33,7 +32,7 @@ from bottleneck_oracle.dag.slow_steps import SlowStep, steps_to_explain
 from bottleneck_oracle.dag.summary import NodeNames, RankSummary
 from bottleneck_oracle.traces import Trace
 
-__all__ = ["RankFindings", "RankPathsOf", "findings_of_rank", "for_rank", "job_findings", "p2p_peers_of"]
+__all__ = ["RankFindings", "RankPathsOf", "findings_of_rank", "for_rank", "job_findings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +84,7 @@ def for_rank(s: RankSummary, base: int, shift: int, mine: list[StepReport], name
     other = np.unique(paths[(paths >= 0) & ((paths < base) | (paths >= base + s.nodes))])
     local = [replace(r, start_ns=r.start_ns - shift, end_ns=r.end_ns - shift, path_start_ns=r.path_start_ns - shift,
                      path_node=_local(r.path_node, base, s.nodes, other)) for r in mine]
-    foreign = ForeignNodes(names=tuple(names.node_name(n) for n in other.tolist()), kind=names.kinds(other),
+    foreign = ForeignNodes(names=tuple(names.names_of(other)), kind=names.kinds(other),
                            p2p=names.p2p(other), role=names.roles(other), in_checkpoint=names.in_checkpoint(other))
     return RankPathsOf(local, foreign, frozenset(x.step for x in slow), {s.rank: peers.get(s.rank, [])})
 
@@ -97,20 +96,6 @@ def _local(nodes: np.ndarray, base: int, n: int, other: np.ndarray) -> np.ndarra
     away = (nodes >= 0) & ~own
     out[away] = n + np.searchsorted(other, nodes[away])
     return out
-
-
-def p2p_peers_of(summaries: list[RankSummary], table: CollectiveTable) -> dict[int, list[int]]:
-    """``gpu_detectors.p2p_peers`` from the summaries' members: per rank, the ranks it has pipeline transfers with."""
-    p2p = np.array([k == "sendrecv" and m == 2 for k, m in zip(table.kind, table.members.tolist())] + [False])
-    inst = np.concatenate([s.instance for s in summaries])
-    rank = np.concatenate([np.full(len(s.instance), s.rank, dtype=np.int64) for s in summaries])
-    keep = p2p[inst]
-    pairs = np.unique(np.stack([inst[keep], rank[keep]], axis=1), axis=0)  # (instance, rank), by instance
-    out: dict[int, set[int]] = defaultdict(set)
-    for ranks in np.split(pairs[:, 1], np.flatnonzero(np.diff(pairs[:, 0])) + 1):
-        for r in ranks.tolist():
-            out[r].update(x for x in ranks.tolist() if x != r)
-    return {r: sorted(v) for r, v in out.items()}
 
 
 def job_findings(found: dict[int, RankFindings], stragglers: list[Finding], complete: list[StepReport],

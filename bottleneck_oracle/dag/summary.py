@@ -23,7 +23,7 @@ import numpy as np
 
 from bottleneck_oracle.dag.build import build_graph, comm_keys
 from bottleneck_oracle.dag.collectives import CommNodes, group_instances
-from bottleneck_oracle.dag.path_nodes import checkpoint_ranges, p2p_nodes
+from bottleneck_oracle.dag.path_nodes import checkpoint_ranges, p2p_instances, p2p_nodes
 from bottleneck_oracle.dag.gpu_timeline import GpuTimeline, step_gpu_timeline, trace_gpu_timeline
 from bottleneck_oracle.dag.graph import CollectiveTable
 from bottleneck_oracle.dag.job_collectives import JobCollectives, RemoteSends
@@ -239,7 +239,7 @@ class NodeNames:
     def __init__(self, summaries: list[RankSummary], base: list[int], table: CollectiveTable) -> None:
         self._base = np.array(base, dtype=np.int64)
         self._summaries = summaries
-        self._p2p = np.array([k == "sendrecv" and m == 2 for k, m in zip(table.kind, table.members.tolist())], bool)
+        self._p2p = p2p_instances(table)
 
     def _find(self, node: int) -> tuple[RankSummary, int]:
         i = int(np.searchsorted(self._base, node, side="right")) - 1
@@ -255,11 +255,39 @@ class NodeNames:
 
     __call__ = node_name
 
+    def _per_rank(self, nodes: np.ndarray, column: str, values: str) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """For each summary with some of ``nodes``: where they are in ``nodes``, where in its ``column`` (a sorted
+        array of its nodes), and whether there; ``values`` is the array the caller reads at those places."""
+        which = np.searchsorted(self._base, nodes, side="right") - 1
+        out = []
+        for i in np.unique(which).tolist():
+            sel = np.flatnonzero(which == i)
+            s = self._summaries[i]
+            local, ordered = nodes[sel] - self._base[i], getattr(s, column)
+            at = np.minimum(np.searchsorted(ordered, local), max(len(ordered) - 1, 0))
+            there = (ordered[at] == local) if len(ordered) else np.zeros(len(sel), bool)
+            out.append((sel, getattr(s, values)[at] if len(ordered) else np.zeros(len(sel), np.int64), there))
+        return out
+
     def _named(self, field: str, nodes: np.ndarray) -> np.ndarray:
         """``RankSummary.named_<field>`` of each of ``nodes``."""
-        found = [self._find(node) for node in nodes.tolist()]
-        return np.array([getattr(s, f"named_{field}")[at] for s, at in found],
-                        dtype=getattr(self._summaries[0], f"named_{field}").dtype)
+        out = np.zeros(len(nodes), dtype=getattr(self._summaries[0], f"named_{field}").dtype)
+        for sel, values, there in self._per_rank(nodes, "named", f"named_{field}"):
+            if not there.all():
+                raise KeyError(int(nodes[sel[~there][0]]))
+            out[sel] = values
+        return out
+
+    def names_of(self, nodes: np.ndarray) -> list[str]:
+        """The name of each of ``nodes``."""
+        out = [""] * len(nodes)
+        for sel, name, there in self._per_rank(nodes, "named", "named_name"):
+            if not there.all():
+                raise KeyError(int(nodes[sel[~there][0]]))
+            s = self._summaries[int(np.searchsorted(self._base, nodes[sel[0]], side="right")) - 1]
+            for j, n in zip(sel.tolist(), name.tolist()):
+                out[j] = s.names[n]
+        return out
 
     def kinds(self, nodes: np.ndarray) -> np.ndarray:
         return self._named("kind", nodes)
@@ -272,9 +300,6 @@ class NodeNames:
 
     def p2p(self, nodes: np.ndarray) -> np.ndarray:
         out = np.zeros(len(nodes), dtype=bool)
-        for j, node in enumerate(nodes.tolist()):
-            i = int(np.searchsorted(self._base, node, side="right")) - 1
-            s, local = self._summaries[i], node - int(self._base[i])
-            at = int(np.searchsorted(s.member, local))
-            out[j] = at < len(s.member) and s.member[at] == local and bool(self._p2p[s.instance[at]])
+        for sel, instance, there in self._per_rank(nodes, "member", "instance"):
+            out[sel] = there & self._p2p[np.where(there, instance, 0)] if len(self._p2p) else False
         return out

@@ -1,12 +1,13 @@
 """The nodes of critical paths as the detectors read them: a graph's own, then the other ranks' a scan's task is
-told of, numbered after them; pipeline transfers and checkpoint ranges flagged."""
+told of, numbered after them; pipeline transfers, their peers and checkpoint ranges."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from bottleneck_oracle.dag.analysis import analyze
-from bottleneck_oracle.dag.path_nodes import ForeignNodes, GraphNodes, checkpoint_ranges, p2p_nodes
+from bottleneck_oracle.dag.graph import CollectiveTable
+from bottleneck_oracle.dag.path_nodes import ForeignNodes, GraphNodes, checkpoint_ranges, p2p_nodes, p2p_peers
 from bottleneck_oracle.dag.types import NodeKind, Role
 from bottleneck_oracle.traces import read_trace
 from tests.conftest import DATA
@@ -49,3 +50,12 @@ def test_a_checkpoint_range_flags_itself_and_what_runs_inside_it() -> None:
     assert len(children) and inside[children].all()
     outside = np.flatnonzero(~inside)
     assert len(outside) and not np.isin(g.parent[outside], ranges).any()
+
+
+def test_pipeline_peers_are_the_other_ranks_of_each_rank_s_transfers() -> None:
+    table = CollectiveTable(kind=("sendrecv", "sendrecv", "allreduce", "sendrecv"), key=("seq",) * 4,
+                            members=np.array([2, 2, 2, 3], np.int32), reliable=np.ones(4, bool))
+    instance = np.array([0, 0, 1, 1, 2, 2, 3, 3, 3, -1])
+    rank = np.array([0, 1, 1, 2, 0, 3, 0, 4, 5, 6])
+    # an all-reduce, a three-member send/recv and a node of no instance make no pipeline peers
+    assert p2p_peers(instance, rank, table) == {0: [1], 1: [0, 2], 2: [1]}
