@@ -156,6 +156,31 @@ def test_a_scan_without_critical_paths_holds_the_members_only() -> None:
     assert sum(lean.summary_bytes) * 5 < sum(full.summary_bytes)
 
 
+@pytest.mark.parametrize("folder", ["gloo_checkpoint_stall", "skewed"])
+def test_each_rank_file_is_parsed_once_through_every_round(folder: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rounds run again (on settled ends, on moved clocks) and the findings' round read the trace the node kept."""
+    from bottleneck_oracle.dag import scan as scan_module
+
+    path = DATA / folder if (DATA / folder).exists() else _job(folder)
+    reads: dict[Path, int] = {}
+    rounds: list[str] = []
+    read, summaries = scan_module.read_rank, scan_module._summaries
+
+    def counted(p: Path, named: bool):  # type: ignore[no-untyped-def]
+        reads[p] = reads.get(p, 0) + 1
+        return read(p, named)
+
+    def noted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        rounds.append(args[5])
+        return summaries(*args, **kwargs)
+
+    monkeypatch.setattr(scan_module, "read_rank", counted)
+    monkeypatch.setattr(scan_module, "_summaries", noted)
+    s = scan([path], LocalExecutor(1))  # one worker: the tasks run here
+    assert len(rounds) == 2 and s.findings is not None  # round 2, then once again
+    assert len(reads) >= len(s.ranks) and set(reads.values()) == {1}  # every file (a manifest too) read once
+
+
 def test_a_rank_s_second_round_reads_its_file_again_where_round_one_left_nothing(tmp_path: Path) -> None:
     """On a cluster, round 2 may run on another node than round 1: the rank is read again, to the same summary."""
     files = [f for f, _ in trace_files([EXAMPLE])]
