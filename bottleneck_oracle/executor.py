@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 EXECUTORS = ("local", "ray")
 RAY_TASK_RETRIES = 3  # a task whose worker process or node died runs again this many times
 _CONNECT_TIMEOUT_S = 5.0
+_MIN_WINDOW = 8  # Ray tasks in flight at least, however few the cluster's CPUs
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -150,17 +151,29 @@ class RayExecutor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         on = lambda node: task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True)) if node else task  # noqa: E731
-        refs = [on(near[i] if near else "").remote(fn, item, True, shared_ref, True) for i, item in enumerate(items)]
-        position = {ref: i for i, ref in enumerate(refs)}
-        out: list[Any] = [None] * len(refs)
+        position: dict[Any, int] = {}
+
+        def submit(i: int) -> Any:
+            ref = on(near[i] if near else "").remote(fn, items[i], True, shared_ref, True)
+            position[ref] = i
+            return ref
+        # a window of tasks in flight, twice the cluster's CPUs: the object store holds their items only, not
+        # every item at once (a scan's last round sends each rank its steps' paths)
+        window = max(_MIN_WINDOW, 2 * int(ray.cluster_resources().get("CPU", 1)))
+        out: list[Any] = [None] * len(items)
         try:
-            pending = refs
+            pending = [submit(i) for i in range(min(window, len(items)))]
+            queued = len(pending)
             while pending:
                 finished, pending = ray.wait(pending, num_returns=1)
                 for ref in finished:
-                    out[position[ref]] = ray.get(ref)
+                    i = position.pop(ref)
+                    out[i] = ray.get(ref)
                     if done is not None:
-                        done(position[ref])
+                        done(i)
+                    if queued < len(items):
+                        pending.append(submit(queued))
+                        queued += 1
         except ray.exceptions.RayTaskError as e:
             cause = e.cause if isinstance(e.cause, BaseException) else None
             if cause is None:

@@ -218,3 +218,26 @@ def test_ray_says_where_each_task_ran_and_sends_a_task_near_its_files(ray_cluste
     assert executor.map(len, ["ccc"], near=[here]) == [3] and executor.stats.node == [here]
     local = LocalExecutor(2)
     assert local.map(len, ["a", "bb"]) == [1, 2] and local.stats.node == ["", ""]
+
+
+class _Counted:
+    """An item that notes, when Ray serializes it to send its task, how many tasks were then in flight."""
+
+    sent: list[int] = []
+    finished = [0]
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        _Counted.sent.append(len(_Counted.sent) + 1 - _Counted.finished[0])  # this one too
+        return str, (self.text,)
+
+
+@pytest.mark.slow
+def test_ray_keeps_a_window_of_tasks_in_flight_not_every_item(ray_cluster) -> None:  # type: ignore[no-untyped-def]
+    """The object store holds the items of the tasks in flight: at most twice the CPUs (8 at least)."""
+    items = [_Counted("x" * i) for i in range(30)]
+    done = lambda _: _Counted.finished.__setitem__(0, _Counted.finished[0] + 1)  # noqa: E731
+    assert RayExecutor().map(len, items, done=done) == list(range(30))
+    assert len(_Counted.sent) == 30 and max(_Counted.sent) == 8  # 2 CPUs: the window's floor
