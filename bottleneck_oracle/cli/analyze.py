@@ -15,7 +15,7 @@ from bottleneck_oracle.cli._render import CATEGORY_SHORT, brief, middle, paragra
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["analyze_command", "print_findings"]
+__all__ = ["analyze_command", "print_findings", "print_why_slowest"]
 
 _AT = re.compile(r"^rank \d+(?: step -?\d+)?: ")  # a finding's evidence opens with where it is
 _INDENT = 14  # a finding's evidence lines up under its category
@@ -70,7 +70,7 @@ def analyze_command(
     _gpu_table(data, console, verbose)
     _steps_table(data, console)
     print_findings(data, console, verbose)
-    _why_slowest(data, console, verbose)
+    print_why_slowest(data, console, verbose)
 
 
 def _gpu_table(data: dict, console: Console, verbose: bool) -> None:
@@ -205,7 +205,9 @@ def _evidence(text: str, width: int, verbose: bool) -> str:
     return text if verbose else brief(_AT.sub("", text), width)
 
 
-def _why_slowest(data: dict, console: Console, verbose: bool) -> None:
+def print_why_slowest(data: dict, console: Console, verbose: bool) -> None:
+    """Why the slowest step is slow: its cause, the rank's median, GPU-bound or not, its findings and the
+    largest items of its critical path (of ``analyze --json`` or ``scan --json`` with the paths)."""
     from bottleneck_oracle.dag.report import cause_text
 
     if not data["steps"]:

@@ -10,7 +10,7 @@ import numpy as np
 import typer
 
 from bottleneck_oracle.cli._executor import ExecutorOption, RayAddressOption, settings_for
-from bottleneck_oracle.cli._render import CATEGORY_SHORT, bar, brief, middle, paragraph, print_json, ranks_text, stderr, stdout, table
+from bottleneck_oracle.cli._render import CATEGORY_SHORT, bar, brief, paragraph, print_json, ranks_text, stderr, stdout, table
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -18,8 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["scan_command"]
 
 _GPU_ROWS = 8  # ranks listed in the GPU table: the least busy first
-_TOP_OPS = 5  # ops of the slowest step's critical path listed
-_CAUSES = 5  # slow steps whose cause is said
+_CAUSES = 5  # other slow steps whose cause is said
 
 
 def scan_command(
@@ -39,7 +38,7 @@ def scan_command(
     """Read a job one rank at a time: every step's wall time on every rank and its critical path through the
     ranks, the slow steps, every bottleneck with the cause of each slow step, and what each GPU did. No process
     holds more than one rank's events, so it runs on jobs too large for analyze; its numbers are analyze's."""
-    from bottleneck_oracle.cli.analyze import print_findings
+    from bottleneck_oracle.cli.analyze import print_findings, print_why_slowest
     from bottleneck_oracle.dag.report import scan_to_dict
     from bottleneck_oracle.dag.scan import scan
     from bottleneck_oracle.executor import executor_of
@@ -65,7 +64,8 @@ def scan_command(
     _slowest_path(data, console)
     if critical_paths:
         print_findings(data, console, verbose)
-        _causes(data, console)
+        print_why_slowest(data, console, verbose)
+        _other_causes(data, console)
     else:
         _stragglers(data, console, verbose)
     _gpu_table(data, console)
@@ -77,13 +77,14 @@ def scan_command(
               "in one process)", indent=0)
 
 
-def _causes(data: dict, console: Console) -> None:
-    """The cause of each slow step (``dag/cause.py``), largest first."""
+def _other_causes(data: dict, console: Console) -> None:
+    """The cause of each other slow step (``dag/cause.py``), largest first: a large job has many."""
     from bottleneck_oracle.dag.report import cause_text
 
-    causes = [f for f in data["findings"] if f.get("cause")]
+    shown = max((r for r in data["steps"] if not r["partial"]), key=lambda r: r["wall_ms"], default=None)
+    causes = [f for f in data["findings"] if f.get("cause") and (shown is None or f["step"] != shown["step"])]
     if causes:
-        console.print("[bold]Why the slow steps are slow[/]")
+        console.print("[bold]The other slow steps' causes[/]")
     for f in causes[:_CAUSES]:
         paragraph(console, f"step {f['step']}: " + cause_text(f))
 
@@ -110,7 +111,8 @@ def _steps_table(data: dict, console: Console) -> None:
 
 
 def _slowest_path(data: dict, console: Console) -> None:
-    """Where the time of the slowest (step, rank) went: its breakdown and the largest ops of its critical path."""
+    """Where the time of the slowest (step, rank) went: its critical path's breakdown (its largest ops follow,
+    in why the slowest step is slow)."""
     if not any("breakdown_ms" in r for r in data["steps"]):
         return
     worst = max(data["steps"], key=lambda r: (r["slow"], r["wall_ms"]))
@@ -118,9 +120,6 @@ def _slowest_path(data: dict, console: Console) -> None:
                       if v >= 0.05)
     console.print(f"[bold]Step {worst['step']} on rank {worst['rank']}[/] ({worst['wall_ms']:.1f} ms), its critical "
                   f"path through the ranks (ms): {parts}", highlight=False)
-    for t in worst["top_contributors"][:_TOP_OPS]:
-        on = f" on rank {t['rank']}" if t["rank"] != worst["rank"] else ""
-        console.print(f"    {t['contrib_us'] / 1000:8.1f}  {t['category']:<15} {middle(t['name'], 60)}{on}", highlight=False)
 
 
 def _stragglers(data: dict, console: Console, verbose: bool) -> None:

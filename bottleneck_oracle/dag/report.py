@@ -226,6 +226,8 @@ def scan_to_dict(s: Scan, top_late: int = 20, top: int = 10) -> dict[str, object
     GPU-bound steps (as ``analysis_to_dict``'s; empty without the paths), the latest arrivals at collectives
     (``top_late``, by the lateness each rank made itself), the GPU per rank."""
     slow = {(x.step, x.rank) for x in s.slow_steps}
+    median_ns = {(x.step, x.rank): x.median_ns for x, _ in
+                 compare_steps([r for r in s.steps if (r.step, r.rank) not in s.partial_steps])}
     gpu_row = {key: i for i, key in enumerate(s.gpu_steps)}
     gpu_ranks = set(s.gpu_trace.rank.tolist())
     late = sorted((c for c in s.arrivals if c.own_ns > 0), key=lambda c: -c.own_ns)[:top_late]
@@ -237,7 +239,7 @@ def scan_to_dict(s: Scan, top_late: int = 20, top: int = 10) -> dict[str, object
         "seconds": {stage: round(t, 3) for stage, t in s.seconds.items()},
         "clocks": moved_clocks(s.clocks) if s.clocks is not None and s.clocks.any() else None,
         "steps": [{"step": r.step, "rank": r.rank, "wall_ms": round(r.wall_ns / 1e6, 3), "slow": (r.step, r.rank) in slow,
-                   "partial": (r.step, r.rank) in s.partial_steps,
+                   "partial": (r.step, r.rank) in s.partial_steps, "median_ms": _ms_or_none(median_ns.get((r.step, r.rank))),
                    **({"critical_path_ms": round(int(r.path_dur_ns.sum()) / 1e6, 3),
                        "critical_path_len": len(r.path_node),
                        "breakdown_ms": {c.value: round(v / 1e6, 3) for c, v in r.breakdown_ns.items()},
@@ -255,3 +257,7 @@ def scan_to_dict(s: Scan, top_late: int = 20, top: int = 10) -> dict[str, object
                           for c in late],
         "gpu_timeline": [{"rank": int(s.gpu_trace.rank[i]), **s.gpu_trace.record(i)} for i in range(len(s.gpu_trace))],
     }
+
+
+def _ms_or_none(ns: int | None) -> float | None:
+    return None if ns is None else round(ns / 1e6, 3)
