@@ -37,13 +37,24 @@ __all__ = ["RankFindings", "RankPathsOf", "findings_of_rank", "for_rank", "job_f
 
 @dataclass(frozen=True, slots=True)
 class RankPathsOf:
-    """What one rank's findings task is given: its complete steps, their paths on its graph's nodes and clock (the
-    nodes of other ranks numbered after its own, ``foreign``), the job's slow steps and its pipeline peers."""
+    """What one rank's findings task is given: its complete steps, on the job's graph and clock, where its nodes
+    start (``base``) and its clock sits (``shift``); the other ranks' nodes on their paths (``other``, in order),
+    which the task numbers after its own, and what they are (``foreign``); the job's slow steps and the rank's
+    pipeline peers. The task puts the steps on its own graph and clock: the driver copies no path."""
 
     reports: list[StepReport]
+    base: int
+    shift: int
+    other: np.ndarray
     foreign: ForeignNodes
     slow: frozenset[int]
     peers: dict[int, list[int]]
+
+    def local_reports(self, n: int) -> list[StepReport]:
+        """The steps on the task's graph of ``n`` nodes and on its clock."""
+        return [replace(r, start_ns=r.start_ns - self.shift, end_ns=r.end_ns - self.shift,
+                        path_start_ns=r.path_start_ns - self.shift, path_node=_local(r.path_node, self.base, n, self.other))
+                for r in self.reports]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +78,12 @@ def findings_of_rank(trace: Trace, job: JobCollectives, steps_from: str | None, 
     """The findings of the trace of one rank, its graph built as round 2 built it."""
     g = build_graph(trace, steps_from=steps_from, job=job)
     points, _ = rank_points(g, job)
-    found = rank_findings(g, given.reports, set(given.slow), GraphNodes(g, given.foreign), given.peers)
+    reports = given.local_reports(len(g))
+    found = rank_findings(g, reports, set(given.slow), GraphNodes(g, given.foreign), given.peers)
     gpu = step_gpu_timeline(g)
     return RankFindings(
-        found=found, excess=stall_excess(g, points, given.reports),
-        gpu_work=bool(trace.lanes.is_gpu[g.lane].any()),
-        gpu_bound=gpu_bound_steps(g, gpu, [(r.step, r.rank) for r in given.reports]),
+        found=found, excess=stall_excess(g, points, reports), gpu_work=bool(trace.lanes.is_gpu[g.lane].any()),
+        gpu_bound=gpu_bound_steps(g, gpu, [(r.step, r.rank) for r in reports]),
     )
 
 
@@ -82,11 +93,9 @@ def for_rank(s: RankSummary, base: int, shift: int, mine: list[StepReport], name
     on the job's), from its complete steps ``mine`` on the job's graph."""
     paths = np.concatenate([r.path_node for r in mine]) if mine else np.zeros(0, np.int64)
     other = np.unique(paths[(paths >= 0) & ((paths < base) | (paths >= base + s.nodes))])
-    local = [replace(r, start_ns=r.start_ns - shift, end_ns=r.end_ns - shift, path_start_ns=r.path_start_ns - shift,
-                     path_node=_local(r.path_node, base, s.nodes, other)) for r in mine]
     foreign = ForeignNodes(names=tuple(names.names_of(other)), kind=names.kinds(other),
                            p2p=names.p2p(other), role=names.roles(other), in_checkpoint=names.in_checkpoint(other))
-    return RankPathsOf(local, foreign, frozenset(x.step for x in slow), {s.rank: peers.get(s.rank, [])})
+    return RankPathsOf(mine, base, shift, other, foreign, frozenset(x.step for x in slow), {s.rank: peers.get(s.rank, [])})
 
 
 def _local(nodes: np.ndarray, base: int, n: int, other: np.ndarray) -> np.ndarray:

@@ -33,7 +33,7 @@ def test_a_rank_s_task_reads_each_node_of_its_paths_as_the_job_s_graph(folder: P
     def spy(trace, job, steps_from, given):  # type: ignore[no-untyped-def]
         g = build_graph(trace, steps_from=steps_from, job=job)
         nodes = GraphNodes(g, given.foreign)
-        for r in given.reports:
+        for r in given.local_reports(len(g)):
             n = r.path_node[r.path_node >= 0]
             foreign[0] += int((n >= len(g)).sum())
             seen[(r.step, r.rank)] = ([nodes.node_name(x) for x in n.tolist()], nodes.kinds(n).tolist(),
