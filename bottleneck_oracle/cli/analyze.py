@@ -205,13 +205,14 @@ def _evidence(text: str, width: int, verbose: bool) -> str:
     return text if verbose else brief(_AT.sub("", text), width)
 
 
-def print_why_slowest(data: dict, console: Console, verbose: bool) -> None:
+def print_why_slowest(data: dict, console: Console, verbose: bool) -> int | None:
     """Why the slowest step is slow: its cause, the rank's median, GPU-bound or not, its findings and the
-    largest items of its critical path (of ``analyze --json`` or ``scan --json`` with the paths)."""
+    largest items of its critical path (of ``analyze --json`` or ``scan --json`` with the paths). Returns the
+    step it spoke of (None: no step)."""
     from bottleneck_oracle.dag.report import cause_text
 
     if not data["steps"]:
-        return
+        return None
     slowest = max(data["steps"], key=lambda s: s["wall_ms"] if not s["partial"] else -1)
     step, rank = slowest["step"], slowest["rank"]
     label = "the whole trace" if step < 0 else f"step {step}"
@@ -220,7 +221,7 @@ def print_why_slowest(data: dict, console: Console, verbose: bool) -> None:
         ratio = f"{slowest['wall_ms'] / median:.2f}x" if median > 0 else "against"  # empty steps have a 0 median
         console.print(f"\n[bold]{label.capitalize()} is not slow[/]: {slowest['wall_ms']:.1f} ms on rank {rank}, "
                       f"{ratio} the median {median:.1f} ms of the rank's other steps")
-        return
+        return step
     major = [f for f in data["findings"] if f["severity"] == "major"]
     reasons = [f for f in major if f["step"] == step] or [f for f in major if f["step"] is None]
     cause = next((f for f in reasons if f.get("cause")), None)  # dag/cause.py: on the rank that delayed it
@@ -246,3 +247,4 @@ def print_why_slowest(data: dict, console: Console, verbose: bool) -> None:
     for e in slowest["top_contributors"][:5]:
         line = f"    {e['contrib_us'] / 1000:8.2f} ms  {e['category']:<15} rank {e['rank']}  "
         console.print(line + middle(e["name"], max(console.width - len(line), 16)), markup=False, highlight=False)
+    return step

@@ -64,8 +64,7 @@ def scan_command(
     _slowest_path(data, console)
     if critical_paths:
         print_findings(data, console, verbose)
-        print_why_slowest(data, console, verbose)
-        _other_causes(data, console)
+        _other_causes(data, console, print_why_slowest(data, console, verbose))
     else:
         _stragglers(data, console, verbose)
     _gpu_table(data, console)
@@ -77,12 +76,11 @@ def scan_command(
               "in one process)", indent=0)
 
 
-def _other_causes(data: dict, console: Console) -> None:
-    """The cause of each other slow step (``dag/cause.py``), largest first: a large job has many."""
+def _other_causes(data: dict, console: Console, shown: int | None) -> None:
+    """The cause of each slow step but ``shown`` (``dag/cause.py``), largest first: a large job has many."""
     from bottleneck_oracle.dag.report import cause_text
 
-    shown = max((r for r in data["steps"] if not r["partial"]), key=lambda r: r["wall_ms"], default=None)
-    causes = [f for f in data["findings"] if f.get("cause") and (shown is None or f["step"] != shown["step"])]
+    causes = [f for f in data["findings"] if f.get("cause") and f["step"] != shown]
     if causes:
         console.print("[bold]The other slow steps' causes[/]")
     for f in causes[:_CAUSES]:

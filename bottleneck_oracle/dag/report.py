@@ -15,7 +15,7 @@ import numpy as np
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.clocks import moved_clocks
 from bottleneck_oracle.dag.critical_path import StepReport
-from bottleneck_oracle.dag.finding import Finding, untraced_wait_ns
+from bottleneck_oracle.dag.finding import Finding, ms, untraced_wait_ns
 from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
 from bottleneck_oracle.dag.health import trace_health
 from bottleneck_oracle.dag.scan import Scan
@@ -154,7 +154,7 @@ def _step(a: Analysis, r: StepReport, slow: set[tuple[int, int]], median_ns: dic
     out = StepDict(
         step=r.step, rank=r.rank, start_us=file_ts_us(a, r.rank, r.start_ns), end_us=file_ts_us(a, r.rank, r.end_ns),
         wall_ms=round(r.wall_ns / 1e6, 3),
-        median_ms=None if median is None else round(median / 1e6, 3),
+        median_ms=_ms_or_none(median),
         critical_path_ms=round(int(r.path_dur_ns.sum()) / 1e6, 3), critical_path_len=len(r.path_node),
         slow=(r.step, r.rank) in slow, partial=(r.step, r.rank) in a.partial_steps,
         breakdown_ms={c.value: round(v / 1e6, 3) for c, v in r.breakdown_ns.items()},
@@ -196,7 +196,7 @@ def analysis_to_dict(a: Analysis, step: int | None = None, rank: int | None = No
     """
     slow = {(s.step, s.rank) for s in a.slow_steps}
     complete = [r for r in a.steps if (r.step, r.rank) not in a.partial_steps]
-    median_ns = {(s.step, s.rank): s.median_ns for s, _ in compare_steps(complete)}
+    median_ns = _medians(a.steps, a.partial_steps)
     keep = lambda s, r: (step is None or s == step) and (rank is None or r == rank)  # noqa: E731
     gpu_ranks = set(a.gpu_trace.rank.tolist())
     g = a.graph
@@ -226,8 +226,7 @@ def scan_to_dict(s: Scan, top_late: int = 20, top: int = 10) -> dict[str, object
     GPU-bound steps (as ``analysis_to_dict``'s; empty without the paths), the latest arrivals at collectives
     (``top_late``, by the lateness each rank made itself), the GPU per rank."""
     slow = {(x.step, x.rank) for x in s.slow_steps}
-    median_ns = {(x.step, x.rank): x.median_ns for x, _ in
-                 compare_steps([r for r in s.steps if (r.step, r.rank) not in s.partial_steps])}
+    median_ns = _medians(s.steps, s.partial_steps)
     gpu_row = {key: i for i, key in enumerate(s.gpu_steps)}
     gpu_ranks = set(s.gpu_trace.rank.tolist())
     late = sorted((c for c in s.arrivals if c.own_ns > 0), key=lambda c: -c.own_ns)[:top_late]
@@ -259,5 +258,10 @@ def scan_to_dict(s: Scan, top_late: int = 20, top: int = 10) -> dict[str, object
     }
 
 
+def _medians(steps: tuple[StepReport, ...], partial: frozenset[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """(step, rank) → the median wall of the rank's other complete steps (``compare_steps``)."""
+    return {(x.step, x.rank): x.median_ns for x, _ in compare_steps([r for r in steps if (r.step, r.rank) not in partial])}
+
+
 def _ms_or_none(ns: int | None) -> float | None:
-    return None if ns is None else round(ns / 1e6, 3)
+    return None if ns is None else ms(ns)

@@ -218,8 +218,10 @@ def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, parti
             summaries[i] = s
             jobs[i] = settled[i]
     sizes = tuple(len(pickle.dumps(k)) + len(pickle.dumps(s)) for k, s in zip(keys, summaries))
+    # each rank's first node: the job's graph numbers each rank's nodes after the lower ranks'
+    base = np.cumsum([0] + [s.nodes for s in summaries])[:-1].tolist()
     with clock("reduce"):
-        out, raw_stragglers = _joined(summaries, table, frame, clocks, sizes)
+        out, raw_stragglers = _joined(summaries, base, table, frame, clocks, sizes)
     if how[1]:
         with clock("reduce"):
             complete = [r for r in out.steps if (r.step, r.rank) not in out.partial_steps]
@@ -228,8 +230,8 @@ def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, parti
                 of_rank[r.rank].append(r)
             peers = p2p_peers(np.concatenate([s.instance for s in summaries]),
                               np.concatenate([np.full(len(s.instance), s.rank) for s in summaries]), table)
-            base = np.cumsum([0] + [s.nodes for s in summaries]).tolist()
-            given = [for_rank(s, b, frame.shift_ns[s.rank], of_rank[s.rank], out.names, list(out.slow_steps), peers)
+            slow = frozenset(x.step for x in out.slow_steps)
+            given = [for_rank(s, b, frame.shift_ns[s.rank], of_rank[s.rank], out.names, slow, peers)
                      for s, b in zip(summaries, base)]
         with clock("map"):
             found = _mapped(executor, _findings_task, [(*item, job, how[0], g) for item, job, g in
@@ -321,13 +323,13 @@ def _member_times(summaries: list[RankSummary], table: CollectiveTable, frame: J
     )
 
 
-def _joined(summaries: list[RankSummary], table: CollectiveTable, frame: JobFrame, clocks: ClockEstimate | None,
-            sizes: tuple[int, ...]) -> tuple[Scan, list[Finding]]:
-    """The cross-rank stage, over the summaries only; and the stragglers before they are capped."""
-    base = np.cumsum([0] + [s.nodes for s in summaries])  # the job's graph numbers each rank's nodes after the lower ranks'
-    names = NodeNames(summaries, base.tolist()[:-1], table)
+def _joined(summaries: list[RankSummary], base: list[int], table: CollectiveTable, frame: JobFrame,
+            clocks: ClockEstimate | None, sizes: tuple[int, ...]) -> tuple[Scan, list[Finding]]:
+    """The cross-rank stage, over the summaries only (``base``: each rank's first node in the job's graph); and
+    the stragglers before they are capped."""
+    names = NodeNames(summaries, base, table)
     member, inst, start, rank, step = [], [], [], [], []
-    for s, b in zip(summaries, base.tolist()):
+    for s, b in zip(summaries, base):
         keep = table.reliable[s.instance] if len(s.instance) else np.zeros(0, dtype=bool)
         member.append(s.member[keep] + b)
         inst.append(s.instance[keep])
@@ -335,7 +337,7 @@ def _joined(summaries: list[RankSummary], table: CollectiveTable, frame: JobFram
         rank.append(np.full(int(keep.sum()), s.rank, dtype=np.int64))
         step.append(s.member_step[keep])
     arrivals = arrivals_of(*(np.concatenate(c) if c else _NONE for c in (member, inst, start, rank, step)), table.kind)
-    reports = _reports(summaries, base.tolist(), frame)
+    reports = _reports(summaries, base, frame)
     partial = partial_steps(reports)
     complete = [r for r in reports if (r.step, r.rank) not in partial]
     slow = find_slow_steps(reports)

@@ -22,7 +22,7 @@ from bottleneck_oracle.dag.collectives import CollectiveArrival
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.finding import Finding
 from bottleneck_oracle.dag.findings import rank_findings, settled_findings
-from bottleneck_oracle.dag.gpu_bound import GpuBound, gpu_bound_steps
+from bottleneck_oracle.dag.gpu_bound import GpuBound, gpu_bound_steps, gpu_rows
 from bottleneck_oracle.dag.gpu_timeline import GpuTimeline, step_gpu_timeline
 from bottleneck_oracle.dag.job_collectives import JobCollectives
 from bottleneck_oracle.dag.job_paths import rank_points
@@ -64,13 +64,13 @@ class RankFindings:
     Args:
         found (list[Finding]): its detectors' findings, before they are capped (``findings.rank_findings``).
         excess (StallExcess): how much more each of its steps' threads stalled than its other steps.
-        gpu_work (bool): it recorded GPU work.
+        gpu_steps (frozenset[tuple[int, int]]): its (step, rank) whose GPU recorded work (``gpu_bound.gpu_rows``).
         gpu_bound (list[GpuBound]): its GPU-bound steps (``gpu_bound_steps``).
     """
 
     found: list[Finding]
     excess: StallExcess
-    gpu_work: bool
+    gpu_steps: frozenset[tuple[int, int]]
     gpu_bound: list[GpuBound]
 
 
@@ -82,20 +82,18 @@ def findings_of_rank(trace: Trace, job: JobCollectives, steps_from: str | None, 
     found = rank_findings(g, reports, set(given.slow), GraphNodes(g, given.foreign), given.peers)
     gpu = step_gpu_timeline(g)
     return RankFindings(
-        found=found, excess=stall_excess(g, points, reports), gpu_work=bool(trace.lanes.is_gpu[g.lane].any()),
+        found=found, excess=stall_excess(g, points, reports), gpu_steps=frozenset(gpu_rows(g, gpu)),
         gpu_bound=gpu_bound_steps(g, gpu, [(r.step, r.rank) for r in reports]),
     )
 
 
 def for_rank(s: RankSummary, base: int, shift: int, mine: list[StepReport], names: NodeNames,
-             slow: list[SlowStep], peers: dict[int, list[int]]) -> RankPathsOf:
+             slow: frozenset[int], peers: dict[int, list[int]]) -> RankPathsOf:
     """The task's input of the rank of ``s`` (``base``: its first node in the job's graph, ``shift``: its clock
-    on the job's), from its complete steps ``mine`` on the job's graph."""
+    on the job's), from its complete steps ``mine`` on the job's graph (``slow``: the job's slow step numbers)."""
     paths = np.concatenate([r.path_node for r in mine]) if mine else np.zeros(0, np.int64)
     other = np.unique(paths[(paths >= 0) & ((paths < base) | (paths >= base + s.nodes))])
-    foreign = ForeignNodes(names=tuple(names.names_of(other)), kind=names.kinds(other),
-                           p2p=names.p2p(other), role=names.roles(other), in_checkpoint=names.in_checkpoint(other))
-    return RankPathsOf(mine, base, shift, other, foreign, frozenset(x.step for x in slow), {s.rank: peers.get(s.rank, [])})
+    return RankPathsOf(mine, base, shift, other, names.foreign(other), slow, {s.rank: peers.get(s.rank, [])})
 
 
 def _local(nodes: np.ndarray, base: int, n: int, other: np.ndarray) -> np.ndarray:
@@ -112,7 +110,7 @@ def job_findings(found: dict[int, RankFindings], stragglers: list[Finding], comp
                  arrivals: list[CollectiveArrival], names: NodeNames) -> list[Finding]:
     """The job's findings as ``analyze`` gives them, from each rank's (``found``, by rank) and the stragglers'
     (``straggler_findings``, uncapped); ``gpu``: one row per (step, rank) of ``gpu_steps``."""
-    rows = {key: i for i, key in enumerate(gpu_steps) if found[key[1]].gpu_work and gpu.total_ns[i] > 0}
+    rows = {key: i for i, key in enumerate(gpu_steps) if key in found[key[1]].gpu_steps}
     excess: StallExcess = defaultdict(dict)
     for f in found.values():
         for cat, values in f.excess.items():

@@ -23,7 +23,7 @@ import numpy as np
 
 from bottleneck_oracle.dag.build import build_graph, comm_keys
 from bottleneck_oracle.dag.collectives import CommNodes, group_instances
-from bottleneck_oracle.dag.path_nodes import checkpoint_ranges, p2p_instances, p2p_nodes
+from bottleneck_oracle.dag.path_nodes import ForeignNodes, checkpoint_ranges, p2p_instances, p2p_nodes
 from bottleneck_oracle.dag.gpu_timeline import GpuTimeline, step_gpu_timeline, trace_gpu_timeline
 from bottleneck_oracle.dag.graph import CollectiveTable
 from bottleneck_oracle.dag.job_collectives import JobCollectives, RemoteSends
@@ -239,25 +239,11 @@ class NodeNames:
     def __init__(self, summaries: list[RankSummary], base: list[int], table: CollectiveTable) -> None:
         self._base = np.array(base, dtype=np.int64)
         self._summaries = summaries
-        self._p2p = p2p_instances(table)
+        self._p2p = np.append(p2p_instances(table), False)  # [-1]: no instance
 
-    def _find(self, node: int) -> tuple[RankSummary, int]:
-        i = int(np.searchsorted(self._base, node, side="right")) - 1
-        s = self._summaries[i]
-        at = int(np.searchsorted(s.named, node - self._base[i]))
-        if at == len(s.named) or s.named[at] != node - self._base[i]:
-            raise KeyError(node)
-        return s, at
-
-    def node_name(self, node: int) -> str:
-        s, at = self._find(node)
-        return s.names[int(s.named_name[at])]
-
-    __call__ = node_name
-
-    def _per_rank(self, nodes: np.ndarray, column: str, values: str) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """For each summary with some of ``nodes``: where they are in ``nodes``, where in its ``column`` (a sorted
-        array of its nodes), and whether there; ``values`` is the array the caller reads at those places."""
+    def _located(self, nodes: np.ndarray, column: str) -> list[tuple[RankSummary, np.ndarray, np.ndarray, np.ndarray]]:
+        """Per summary holding some of ``nodes``: the summary, their places in ``nodes``, their places in its
+        sorted ``column`` of nodes, and whether they are there."""
         which = np.searchsorted(self._base, nodes, side="right") - 1
         out = []
         for i in np.unique(which).tolist():
@@ -265,29 +251,40 @@ class NodeNames:
             s = self._summaries[i]
             local, ordered = nodes[sel] - self._base[i], getattr(s, column)
             at = np.minimum(np.searchsorted(ordered, local), max(len(ordered) - 1, 0))
-            there = (ordered[at] == local) if len(ordered) else np.zeros(len(sel), bool)
-            out.append((sel, getattr(s, values)[at] if len(ordered) else np.zeros(len(sel), np.int64), there))
+            out.append((s, sel, at, ordered[at] == local if len(ordered) else np.zeros(len(sel), bool)))
+        return out
+
+    def _named_at(self, nodes: np.ndarray) -> list[tuple[RankSummary, np.ndarray, np.ndarray]]:
+        """``_located`` in the summaries' named nodes, every one of ``nodes`` found.
+
+        Raises:
+            KeyError: a node no summary names."""
+        out = []
+        for s, sel, at, there in self._located(nodes, "named"):
+            if not there.all():
+                raise KeyError(int(nodes[sel[~there][0]]))
+            out.append((s, sel, at))
         return out
 
     def _named(self, field: str, nodes: np.ndarray) -> np.ndarray:
         """``RankSummary.named_<field>`` of each of ``nodes``."""
         out = np.zeros(len(nodes), dtype=getattr(self._summaries[0], f"named_{field}").dtype)
-        for sel, values, there in self._per_rank(nodes, "named", f"named_{field}"):
-            if not there.all():
-                raise KeyError(int(nodes[sel[~there][0]]))
-            out[sel] = values
+        for s, sel, at in self._named_at(nodes):
+            out[sel] = getattr(s, f"named_{field}")[at]
         return out
 
     def names_of(self, nodes: np.ndarray) -> list[str]:
         """The name of each of ``nodes``."""
         out = [""] * len(nodes)
-        for sel, name, there in self._per_rank(nodes, "named", "named_name"):
-            if not there.all():
-                raise KeyError(int(nodes[sel[~there][0]]))
-            s = self._summaries[int(np.searchsorted(self._base, nodes[sel[0]], side="right")) - 1]
-            for j, n in zip(sel.tolist(), name.tolist()):
+        for s, sel, at in self._named_at(nodes):
+            for j, n in zip(sel.tolist(), s.named_name[at].tolist()):
                 out[j] = s.names[n]
         return out
+
+    def node_name(self, node: int) -> str:
+        return self.names_of(np.array([node], dtype=np.int64))[0]
+
+    __call__ = node_name
 
     def kinds(self, nodes: np.ndarray) -> np.ndarray:
         return self._named("kind", nodes)
@@ -300,6 +297,11 @@ class NodeNames:
 
     def p2p(self, nodes: np.ndarray) -> np.ndarray:
         out = np.zeros(len(nodes), dtype=bool)
-        for sel, instance, there in self._per_rank(nodes, "member", "instance"):
-            out[sel] = there & self._p2p[np.where(there, instance, 0)] if len(self._p2p) else False
+        for s, sel, at, there in self._located(nodes, "member"):
+            out[sel] = self._p2p[np.where(there, s.instance[at] if len(s.instance) else -1, -1)]
         return out
+
+    def foreign(self, nodes: np.ndarray) -> ForeignNodes:
+        """``nodes`` (of other ranks than a task's) as the task's ``GraphNodes`` reads them."""
+        return ForeignNodes(names=tuple(self.names_of(nodes)), kind=self.kinds(nodes), p2p=self.p2p(nodes),
+                            role=self.roles(nodes), in_checkpoint=self.in_checkpoint(nodes))
