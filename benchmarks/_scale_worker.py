@@ -3,14 +3,16 @@ rank at a time) with one executor, in a fresh process.
 
 Usage::
 
-    python _scale_worker.py TRACE_DIR MODE EXECUTOR WORKERS RESULT_JSON    # MODE: analyze, scan or lean
+    python _scale_worker.py TRACE_DIR MODE EXECUTOR WORKERS RESULT_JSON    # MODE: analyze, scan, lean, replay, lean-replay
 
 Writes one JSON object: times, this process's peak RSS (the driver), each task's peak RSS where it ran (a Ray
 worker, or a local process), the sizes the driver held, a digest of the analysis (the same for every executor)
 and a digest of what a scan reports (steps, walls, breakdowns and critical paths through the ranks, slow steps,
 arrivals, stragglers, every finding with the causes, GPU-bound steps, GPU timeline, clocks), the same for both
 modes; ``lean`` scans without critical paths (``--no-paths``) and its digest leaves out the breakdowns, paths and
-findings (``lean_digest``).
+findings (``lean_digest``). ``replay`` analyses the job whole and replays ``EDIT`` over its graph (``oracle whatif``'s
+replay); ``lean-replay`` scans it without paths and replays ``EDIT`` rank by rank (``oracle scan --no-paths
+--whatif``): the digest of every step's wall time on every rank under it (``replay_digest``) must be the same.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import numpy as np
 import orjson
 
 from bottleneck_oracle.dag.report import finding_to_dict
+
+EDIT = "scale op=allreduce x2"
 
 
 def _nbytes(obj: object) -> int:
@@ -100,12 +104,38 @@ def _analyze(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
     }
 
 
-def _scan(trace_dir: Path, executor, paths: bool = True) -> dict:  # type: ignore[no-untyped-def]
-    from bottleneck_oracle.dag.scan import scan
+def _replay(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
+    from bottleneck_oracle.dag.analysis import analyze
+    from bottleneck_oracle.dag.longest_path import longest_path
+    from bottleneck_oracle.dag.whatif import weights_with
+    from bottleneck_oracle.traces import read_trace
+    from bottleneck_oracle.truth.edits import parse_edit
+    from bottleneck_oracle.whatif.compile import compile_edits
 
     t0 = time.perf_counter()
-    s = scan([trace_dir], executor, critical_paths=paths)
+    trace = read_trace(trace_dir, executor=executor)
     t1 = time.perf_counter()
+    a = analyze(trace)
+    c = compile_edits(a, [parse_edit(EDIT)], a.steps[0].step)
+    t, _ = longest_path(a.points.index, weights_with(a.points, c.speedup, c.edge_scale, c.cut))
+    walls = {(r.step, r.rank): int(t[r.window_points(t)[1]] - t[r.window_points(t)[0]]) for r in a.steps}
+    return {"ranks": len(trace.ranks), "events": len(trace.events), "read_s": t1 - t0,
+            "work_s": time.perf_counter() - t1, "replay_digest": _digest(sorted(walls.items()))}
+
+
+def _scan(trace_dir: Path, executor, paths: bool = True, replay: bool = False) -> dict:  # type: ignore[no-untyped-def]
+    from bottleneck_oracle.dag.scan import scan
+    from bottleneck_oracle.truth.edits import parse_edit
+
+    t0 = time.perf_counter()
+    s = scan([trace_dir], executor, critical_paths=paths, edits=[parse_edit(EDIT)] if replay else ())
+    t1 = time.perf_counter()
+    if replay:
+        assert s.whatif is not None
+        return {"ranks": len(s.ranks), "events": s.events, "read_s": 0.0, "work_s": t1 - t0,
+                "summary_bytes": list(s.summary_bytes), "task_peaks": list(s.task_peak_bytes),
+                "replay_digest": _digest(sorted(s.whatif.after_ns.items())), "map_s": s.seconds["map"],
+                "reduce_s": s.seconds["reduce"]}
     gpu = {key: tuple(s.gpu.record(i).values()) for i, key in enumerate(s.gpu_steps)}
     return {
         "ranks": len(s.ranks), "events": s.events, "read_s": 0.0, "work_s": t1 - t0,
@@ -125,7 +155,12 @@ def main(argv: list[str]) -> int:
     start = time.perf_counter()
     executor.map(len, ["start"])  # a Ray starts here: timed apart from the work
     t0 = time.perf_counter()
-    row = _analyze(trace_dir, executor) if mode == "analyze" else _scan(trace_dir, executor, paths=mode == "scan")
+    if mode == "analyze":
+        row = _analyze(trace_dir, executor)
+    elif mode == "replay":
+        row = _replay(trace_dir, executor)
+    else:
+        row = _scan(trace_dir, executor, paths=mode == "scan", replay=mode == "lean-replay")
     out.write_text(json.dumps({
         "mode": mode, "executor": kind, "workers": workers, "start_s": t0 - start, **row,
         "driver_peak": _peak_rss(),

@@ -32,6 +32,10 @@ def scan_command(
         "--paths/--no-paths", help="Stitch each step's critical path through the ranks and its breakdown (the "
         "driver holds each rank's chains, tens of bytes per event); --no-paths holds its collectives only.")] = True,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each finding's evidence in full.")] = False,
+    whatif: Annotated[Optional[list[str]], typer.Option(
+        "--whatif", metavar="EDIT", help="Replay a node edit, repeatable: 'scale SELECTOR xK', 'remove SELECTOR', "
+        "'set SELECTOR MS' (as oracle whatif's); every step's wall time under it, oracle whatif's replay to the "
+        "digit.")] = None,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
 ) -> None:
@@ -42,11 +46,14 @@ def scan_command(
     from bottleneck_oracle.dag.report import scan_to_dict
     from bottleneck_oracle.dag.scan import scan
     from bottleneck_oracle.executor import executor_of
+    from bottleneck_oracle.truth.edits import parse_edit
 
     settings = settings_for(executor, ray_address)
+    edits = [parse_edit(e) for e in whatif or []]
     with bar(stderr(), "scan") as progress:
         task = progress.add_task("", total=None)
         s = scan(paths, executor_of(settings), partial=partial, steps_from=steps_from, critical_paths=critical_paths,
+                 edits=edits,
                  progress=lambda what, n, total: progress.update(task, description=what, completed=n, total=total))
     data = scan_to_dict(s)
     if as_json:
@@ -68,6 +75,7 @@ def scan_command(
     else:
         _stragglers(data, console, verbose)
     _gpu_table(data, console)
+    _whatif_table(data, console)
     where = " ".join(str(p) for p in paths)
     if not critical_paths:
         paragraph(console, f"Every detector and the cause of each slow step: oracle scan {where} (with the paths)",
@@ -130,6 +138,23 @@ def _stragglers(data: dict, console: Console, verbose: bool) -> None:
         head = f"  rank {', '.join(map(str, f['ranks']))}, {where}: {f['impact_ms']} ms ({f['severity']}); "
         paragraph(console, head + (f["evidence"] if verbose else brief(f["evidence"], console.width - len(head) - 2)),
                   indent=0, hang=4)
+
+
+def _whatif_table(data: dict, console: Console) -> None:
+    """Each step's wall time under the edits: its slowest rank's, recorded and replayed."""
+    w = data["whatif"]
+    if w is None:
+        return
+    title = f"What if: {'; '.join(w['edits'])} (nodes: {', '.join(f'{n:,}' for n in w['touched'])}); ms, slowest rank"
+    cols = ("step", "recorded", "replayed", "saved", "rank after")
+    rows = table(title, cols, right=cols[:4])
+    for r in w["steps"]:
+        share = r["saved_ms"] / r["recorded_ms"] if r["recorded_ms"] else 0.0
+        rows.add_row(str(r["step"]), f"{r['recorded_ms']:.3f}", f"{r['replay_ms']:.3f}",
+                     f"{r['saved_ms']:.3f} ({share:.0%})", f"rank {r['replay_rank']}")
+    console.print(rows)
+    paragraph(console, "The edited graph replayed: the DAG's dependencies decide again what waits for what; "
+              "interference the edit changes is not in it (oracle whatif also asks the graph model).", indent=0)
 
 
 def _gpu_table(data: dict, console: Console) -> None:

@@ -15,7 +15,7 @@ from bottleneck_oracle.dag import _native
 
 __all__ = [
     "lane_nesting", "csr", "topological_order", "longest_path", "latest_finish",
-    "walk_back", "mark_back", "select_binding", "CROSS", "BUSY", "GAP", "BLOCKING", "LANE_GAP", "COMM",
+    "walk_back", "mark_back", "select_binding", "boundary_paths", "CROSS", "BUSY", "GAP", "BLOCKING", "LANE_GAP", "COMM",
 ]
 
 # chain-edge modes (how the segment before a point on a lane constrains it); mirrored in _native.c
@@ -62,6 +62,9 @@ _walk.argtypes = [_PTR, _PTR, _PTR, _I64, _I64, _PTR]
 _mark = _LIB.mark_back
 _mark.restype = None
 _mark.argtypes = [_PTR, _PTR, _PTR, _I64, _PTR]
+_boundary = _LIB.boundary_paths
+_boundary.restype = _I64
+_boundary.argtypes = [_I64, *[_PTR] * 10, _I64, _PTR, _PTR, _PTR, _PTR, _PTR, _I64]
 _select = _LIB.select_binding
 _select.restype = _I64
 _select.argtypes = [_I64, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR, _I64, _I64, _PTR, _PTR, _PTR]
@@ -170,3 +173,25 @@ def select_binding(t: np.ndarray, src: np.ndarray, mode: np.ndarray, minlag: np.
     contradicted = _select(n, _p(t), _p(src), _p(mode), _p(minlag), _p(in_ptr), _p(in_order), int(wake_tol),
                            int(contra_tol), _p(weight), _p(binding), _p(late))
     return weight, binding, late.view(bool), contradicted
+
+
+def boundary_paths(order: np.ndarray, src: np.ndarray, weight: np.ndarray, in_ptr: np.ndarray, in_order: np.ndarray,
+                   boundary: np.ndarray, n_boundary: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The longest path between every two boundary points (``boundary[v]`` >= 0 names one) that runs through
+    no other, for every such pair joined by one: ``(from, to, distance)``, int64 each, by ``to`` in
+    ``order``. Edges of negative weight are absent."""
+    n = len(in_ptr) - 1
+    order, src, weight, in_ptr, in_order, boundary = map(_i64, (order, src, weight, in_ptr, in_order, boundary))
+    lab_ptr, lab_len = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    best, touched = np.full(n_boundary, np.iinfo(np.int64).min, np.int64), np.empty(n_boundary, np.int64)
+    pool, rows = 4 * n + 16, 4 * n_boundary + 16
+    while True:  # the labels' and rows' sizes are known once written: grow and go again
+        p_from, p_d = np.empty(pool, np.int64), np.empty(pool, np.int64)
+        o_from, o_to, o_d = (np.empty(rows, np.int64) for _ in range(3))
+        m = _boundary(len(order), _p(order), _p(src), _p(weight), _p(in_ptr), _p(in_order), _p(boundary),
+                      _p(lab_ptr), _p(lab_len), _p(p_from), _p(p_d), pool, _p(best), _p(touched), _p(o_from),
+                      _p(o_to), _p(o_d), rows)
+        if m >= 0:
+            return o_from[:m].copy(), o_to[:m].copy(), o_d[:m].copy()
+        best.fill(np.iinfo(np.int64).min)
+        pool, rows = 2 * pool, 2 * rows

@@ -193,3 +193,44 @@ i64 select_binding(i64 n, const i64 *t, const i64 *src, const int8_t *mode, cons
 /* An importable module, so Python can locate this library (its functions are called via ctypes). */
 static struct PyModuleDef native_module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, NULL};
 PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&native_module); }
+
+/* Longest paths between boundary points that run through no other boundary point: a graph reduced to
+ * its boundary (dag/rank_replay.py). Points in topological order; boundary[v] >= 0 names a boundary
+ * point. A point inside keeps, per boundary point it is reached from, its longest distance (its labels,
+ * appended to a pool); a boundary point reached writes one row (from, to, distance) per boundary point
+ * it is reached from. best[] (n_boundary, all INT64_MIN) and touched[] are scratch. Returns the rows
+ * written, or -1 when the pool or the rows would pass their capacity (the caller grows them). */
+i64 boundary_paths(i64 n_order, const i64 *order, const i64 *src, const i64 *weight, const i64 *in_ptr,
+                   const i64 *in_order, const i64 *boundary, i64 *lab_ptr, i64 *lab_len, i64 *pool_from,
+                   i64 *pool_d, i64 pool_cap, i64 *best, i64 *touched, i64 *out_from, i64 *out_to,
+                   i64 *out_d, i64 out_cap) {
+    i64 pool_n = 0, out_n = 0;
+    for (i64 i = 0; i < n_order; i++) {
+        i64 v = order[i], nt = 0;
+        for (i64 k = in_ptr[v]; k < in_ptr[v + 1]; k++) {
+            i64 ed = in_order[k], w = weight[ed], u = src[ed];
+            if (w < 0) continue;  /* absent */
+            i64 lo = boundary[u] >= 0 ? 0 : lab_ptr[u], hi = boundary[u] >= 0 ? 1 : lab_ptr[u] + lab_len[u];
+            for (i64 j = lo; j < hi; j++) {
+                i64 s = boundary[u] >= 0 ? boundary[u] : pool_from[j];
+                i64 d = (boundary[u] >= 0 ? 0 : pool_d[j]) + w;
+                if (best[s] == INT64_MIN) { touched[nt++] = s; best[s] = d; }
+                else if (d > best[s]) best[s] = d;
+            }
+        }
+        i64 *to_from = pool_from, *to_d = pool_d, *n = &pool_n, cap = pool_cap;
+        if (boundary[v] >= 0) { to_from = out_from; to_d = out_d; n = &out_n; cap = out_cap; }
+        if (*n + nt > cap) return -1;
+        lab_ptr[v] = *n;
+        lab_len[v] = boundary[v] >= 0 ? 0 : nt;
+        for (i64 j = 0; j < nt; j++) {
+            i64 s = touched[j];
+            to_from[*n] = s;
+            to_d[*n] = best[s];
+            if (boundary[v] >= 0) out_to[*n] = boundary[v];
+            (*n)++;
+            best[s] = INT64_MIN;
+        }
+    }
+    return out_n;
+}

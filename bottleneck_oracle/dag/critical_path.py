@@ -25,7 +25,8 @@ from bottleneck_oracle.dag.longest_path import latest_finish, longest_path
 from bottleneck_oracle.dag.points import PointGraph
 from bottleneck_oracle.dag.types import CATEGORIES, Category
 
-__all__ = ["StepReport", "find_critical_paths", "node_slack", "check_replay", "replayed_report", "with_path"]
+__all__ = ["StepReport", "find_critical_paths", "node_slack", "check_replay", "replayed_report", "step_points",
+           "window_of", "with_path"]
 
 log = logging.getLogger(__name__)
 _COMM = np.int8(CATEGORIES.index(Category.COMMUNICATION))
@@ -79,10 +80,7 @@ class StepReport:
         """The points where the window opens and closes on a timeline of point times ``t`` (a
         replay): the later of the CPU start and the end of the earlier work that opened it, and
         the later of the CPU end and the end of the work that completed it, as observed."""
-        cpu_start = self.cpu_start_point if self.cpu_start_point >= 0 else self.start_point
-        cpu_end = self.cpu_end_point if self.cpu_end_point >= 0 else self.end_point
-        start = self.start_point if t[self.start_point] >= t[cpu_start] else cpu_start
-        return start, self.end_point if t[self.end_point] >= t[cpu_end] else cpu_end
+        return window_of(t, self.start_point, self.end_point, self.cpu_start_point, self.cpu_end_point)
 
     def path_nodes(self) -> np.ndarray:
         """int64[M]: the nodes whose time the critical path runs through, in path order, each once.
@@ -124,16 +122,32 @@ def _cpu_start_point(g: ExecGraph, row: int) -> int:
     return 2 * int(mine[np.argmin(g.start_ns[mine])])
 
 
+def window_of(t: np.ndarray, start_point: int, end_point: int, cpu_start_point: int, cpu_end_point: int
+              ) -> tuple[int, int]:
+    """``StepReport.window_points`` of a window given by its points (``step_points``) on the timeline ``t``."""
+    cpu_start = cpu_start_point if cpu_start_point >= 0 else start_point
+    cpu_end = cpu_end_point if cpu_end_point >= 0 else end_point
+    start = start_point if t[start_point] >= t[cpu_start] else cpu_start
+    return start, end_point if t[end_point] >= t[cpu_end] else cpu_end
+
+
+def step_points(g: ExecGraph, row: int) -> tuple[int, int, int, int]:
+    """The points of the window of row ``row`` of ``g.steps`` (a step with work): ``StepReport``'s
+    ``start_point``, ``end_point``, ``cpu_start_point`` and ``cpu_end_point``."""
+    steps = g.steps
+    cpu_start, opener = _cpu_start_point(g, row), int(steps.opened_by[row])  # opener: where earlier work completed
+    return (2 * opener + 1 if opener >= 0 else cpu_start, 2 * int(steps.last_node[row]) + 1, cpu_start,
+            2 * int(steps.node[row]) + 1 if steps.node[row] >= 0 else -1)
+
+
 def _report(g: ExecGraph, pg: PointGraph, pred: np.ndarray, row: int) -> StepReport:
     steps = g.steps
-    start, rank = int(steps.start_ns[row]), int(steps.rank[row])
-    end_point = 2 * int(steps.last_node[row]) + 1
-    cpu_start, opener = _cpu_start_point(g, row), int(steps.opened_by[row])  # opener: where earlier work completed
+    start_point, end_point, cpu_start, cpu_end = step_points(g, row)
     return _walked(pg, pred, pg.t, StepReport(
-        step=int(steps.step[row]), rank=rank, start_ns=start, end_ns=int(pg.t[end_point]), breakdown_ns={},
-        path_node=_NONE, path_category=_NONE, path_rank=_NONE, path_start_ns=_NONE, path_dur_ns=_NONE,
-        start_point=2 * opener + 1 if opener >= 0 else cpu_start, end_point=end_point, cpu_start_point=cpu_start,
-        cpu_end_point=2 * int(steps.node[row]) + 1 if steps.node[row] >= 0 else -1,
+        step=int(steps.step[row]), rank=int(steps.rank[row]), start_ns=int(steps.start_ns[row]),
+        end_ns=int(pg.t[end_point]), breakdown_ns={}, path_node=_NONE, path_category=_NONE, path_rank=_NONE,
+        path_start_ns=_NONE, path_dur_ns=_NONE, start_point=start_point, end_point=end_point,
+        cpu_start_point=cpu_start, cpu_end_point=cpu_end,
     ))
 
 

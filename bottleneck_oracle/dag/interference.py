@@ -78,7 +78,7 @@ def interference_levers(a: Analysis, edits: list[Edit], speedup: np.ndarray | No
     kernels = np.flatnonzero(g.kind == NodeKind.KERNEL)
     speedup = node_speedups(a, edits) if speedup is None else speedup
     scale = 1.0 / speedup[kernels]
-    weight = weights_with(a, speedup) if weight is None else weight
+    weight = weights_with(a.points, speedup) if weight is None else weight
     t, pred = longest_path(pg.index, weight)
     lever = np.zeros(len(g))
     lever[kernels] = (transfer_overlap(a, t, weight, kernels)

@@ -21,6 +21,7 @@ from bottleneck_oracle.dag.health import trace_health
 from bottleneck_oracle.dag.scan import Scan
 from bottleneck_oracle.dag.slow_steps import compare_steps
 from bottleneck_oracle.dag.types import CATEGORIES, NodeKind
+from bottleneck_oracle.truth.edits import format_edit
 
 __all__ = [
     "AnalysisDict", "PathColumns", "analysis_to_dict", "cause_text", "file_ts_us", "finding_to_dict", "scan_to_dict",
@@ -255,7 +256,29 @@ def scan_to_dict(s: Scan, top_late: int = 20, top: int = 10) -> dict[str, object
                            "lateness_ms": round(c.lateness_ns / 1e6, 3), "passed_on_ms": round(c.relayed_ns / 1e6, 3)}
                           for c in late],
         "gpu_timeline": [{"rank": int(s.gpu_trace.rank[i]), **s.gpu_trace.record(i)} for i in range(len(s.gpu_trace))],
+        "whatif": _whatif(s),
     }
+
+
+def _whatif(s: Scan) -> dict[str, object] | None:
+    """A scan's replay of edits: per complete step, its recorded wall time and its replay's, each its slowest
+    rank's, as ``oracle whatif`` gives them (its ``baseline_ms`` and ``replay`` prediction)."""
+    if s.whatif is None:
+        return None
+    before: dict[int, StepReport] = {}
+    after: dict[int, tuple[int, int]] = {}
+    for r in s.steps:
+        if (r.step, r.rank) in s.partial_steps:
+            continue
+        if r.step not in before or r.wall_ns > before[r.step].wall_ns:
+            before[r.step] = r
+        wall = s.whatif.after_ns[(r.step, r.rank)]
+        if r.step not in after or wall > after[r.step][0]:
+            after[r.step] = (wall, r.rank)
+    return {"edits": [format_edit(e) for e in s.whatif.edits], "touched": list(s.whatif.touched),
+            "steps": [{"step": step, "recorded_ms": ms(before[step].wall_ns), "recorded_rank": before[step].rank,
+                       "replay_ms": ms(after[step][0]), "replay_rank": after[step][1],
+                       "saved_ms": round(ms(before[step].wall_ns) - ms(after[step][0]), 3)} for step in sorted(before)]}
 
 
 def _medians(steps: tuple[StepReport, ...], partial: frozenset[tuple[int, int]]) -> dict[tuple[int, int], int]:

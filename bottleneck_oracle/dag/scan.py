@@ -6,8 +6,9 @@ the clocks put in step, then each step's wall time on every rank, its critical p
 the breakdown of its wall time (stitched from each rank's chains, ``dag/job_paths.py``), the slow steps, the
 GPU timeline and the ranks that reached collectives late; with the paths, a last round runs every detector on
 each rank's graph with its steps' paths and joins their findings with each slow step's cause
-(``dag/scan_findings.py``). Every number equals ``analyze``'s on the whole trace. What-if and the graph model
-read the job's whole graph: they are ``analyze``'s alone.
+(``dag/scan_findings.py``); with edits, it reduces each rank's edited point graph to its boundary and the driver
+replays the job from those (``dag/rank_replay.py``). Every number equals ``analyze``'s on the whole trace. The
+edits that read the job's whole graph (``fix``, the structural ones) and the graph model are ``analyze``'s alone.
 
 A file is parsed once: between the rounds its trace waits on the node that read it, and its next task is sent
 there. The driver holds the summaries only: each rank's members and chains, then its steps' paths.
@@ -15,16 +16,12 @@ there. The driver holds the summaries only: each rank's members and chains, then
 
 from __future__ import annotations
 
-import logging
-import os
 import pickle
 import shutil
 import tempfile
-import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -42,21 +39,24 @@ from bottleneck_oracle.dag.graph import CollectiveTable
 from bottleneck_oracle.dag.job_collectives import JobCollectives
 from bottleneck_oracle.dag.job_paths import JobPaths, PlacedPaths
 from bottleneck_oracle.dag.path_nodes import p2p_peers
-from bottleneck_oracle.dag.scan_findings import RankFindings, RankPathsOf, findings_of_rank, for_rank, job_findings
+from bottleneck_oracle.dag.rank_replay import ScanWhatIf, check_node_edits, scan_whatif
+from bottleneck_oracle.dag.scan_findings import RankPathsOf, for_rank, job_findings
+from bottleneck_oracle.dag.scan_rounds import Progress, Stopwatch, keys_task, last_task, mapped, summary_task
 from bottleneck_oracle.dag.severity import bound_findings
 from bottleneck_oracle.dag.slow_steps import SlowStep, find_slow_steps, partial_steps
 from bottleneck_oracle.dag.summary import (
-    JobFrame, NodeNames, RankKeys, RankSummary, match_job, rank_keys, rank_summary,
+    JobFrame,
+    NodeNames,
+    RankSummary,
+    match_job,
 )
 from bottleneck_oracle.errors import TraceFormatError
 from bottleneck_oracle.executor import Executor
-from bottleneck_oracle.traces import Trace, check_ranks, one_rank, read_rank, trace_files
+from bottleneck_oracle.traces import check_ranks, one_rank, trace_files
+from bottleneck_oracle.truth.edits import Edit
 
 __all__ = ["Scan", "scan"]
 
-log = logging.getLogger(__name__)
-
-Progress = Callable[[str, int, int], None]  # (round, ranks done, ranks)
 _NONE = np.zeros(0, dtype=np.int64)
 
 
@@ -88,6 +88,7 @@ class Scan:
         seconds (dict[str, float]): the time of each stage: ``map`` (the tasks of every round), ``reduce`` (the
             matching and the cross-rank stage, in this process).
         names (NodeNames): the name of every node on a step's critical path, and of every member.
+        whatif (ScanWhatIf | None): every step's wall time on every rank under the edits asked for (None: none).
     """
 
     ranks: tuple[int, ...]
@@ -108,62 +109,19 @@ class Scan:
     task_peak_bytes: tuple[int, ...]
     seconds: dict[str, float]
     names: NodeNames
-
-
-def _keys_task(item: tuple[Path, bool, Path]) -> tuple[int, Path, int | None, RankKeys | None] | None:
-    """Round 1 of one file; its trace is left at ``spill`` (the third of ``item``) for round 2 on this node."""
-    path, named, spill = item
-    read = read_rank(path, named)
-    if read is None:
-        return None
-    rank, path, world, trace = read
-    if trace is None:
-        return rank, path, world, None
-    part = spill.with_suffix(".part")
-    try:
-        spill.parent.mkdir(parents=True, exist_ok=True)
-        part.write_bytes(pickle.dumps(trace, protocol=pickle.HIGHEST_PROTOCOL))
-        os.replace(part, spill)  # whole or absent: a task killed while writing leaves no half trace to read
-    except OSError as e:  # a full or read-only temporary folder: round 2 reads the file again
-        with suppress(OSError):
-            part.unlink()
-        log.info("%s: not kept for round 2 (%s)", path.name, e)
-    return rank, path, world, rank_keys(trace)
-
-
-def _summary_task(item: tuple[Path, bool, Path, JobCollectives, str | None, bool]) -> RankSummary:
-    """Round 2 of one file (kept for the findings' round with the paths, else taken: the last round takes it)."""
-    path, named, spill, job, steps_from, paths = item
-    return rank_summary(_kept(path, named, spill, take=not paths), job, steps_from, paths)
-
-
-def _findings_task(item: tuple[Path, bool, Path, JobCollectives, str | None, RankPathsOf]) -> RankFindings:
-    """The last round of one file: its detectors on its steps' paths."""
-    path, named, spill, job, steps_from, given = item
-    return findings_of_rank(_kept(path, named, spill, take=True), job, steps_from, given)
-
-
-def _kept(path: Path, named: bool, spill: Path, take: bool) -> Trace:
-    """The trace round 1 left on this node (``take``: removed, the last round's), else the file read again (the
-    task ran on another node, or round 1 could not keep it)."""
-    try:
-        trace: Trace = pickle.loads(spill.read_bytes())
-        if take:
-            spill.unlink()
-        return trace
-    except OSError:
-        read = read_rank(path, named)
-        assert read is not None and read[3] is not None  # round 1 read it
-        return read[3]
+    whatif: ScanWhatIf | None = None
 
 
 def scan(paths: Sequence[Path], executor: Executor, *, partial: bool = False, steps_from: str | None = None,
-         critical_paths: bool = True, align_clocks: bool = True, progress: Progress | None = None) -> Scan:
+         critical_paths: bool = True, align_clocks: bool = True, edits: Sequence[Edit] = (),
+         progress: Progress | None = None) -> Scan:
     """Scans the job in ``paths`` (files or folders, one file per rank), one task per rank file on ``executor``.
 
     Args:
         critical_paths (bool): stitch each step's critical path and breakdown from the ranks' chains (the
             driver then holds each rank's chains, tens of bytes per event; without, its members only).
+        edits (Sequence[Edit]): node edits (``scale``, ``remove``, ``set``) to replay: every step's wall time
+            under them (``Scan.whatif``).
 
     Between the rounds, each rank's parsed trace waits in the temporary folder of the node that read it
     (``tempfile.gettempdir()``), and its next task is sent there; the folder is removed at the end.
@@ -171,21 +129,26 @@ def scan(paths: Sequence[Path], executor: Executor, *, partial: bool = False, st
     Raises:
         TraceFormatError: as ``read_trace``: a file unreadable or not a trace, no usable event, two files
             claiming one rank, ranks missing (unless ``partial``).
+        ConfigError: an edit that is not a node edit, or whose selector picks no node of the job.
     """
+    check_node_edits(edits)
     spill = Path(tempfile.gettempdir()) / f"oracle-scan-{uuid.uuid4().hex}"
     try:
-        return _scan(trace_files(paths), executor, spill, partial, (steps_from, critical_paths), align_clocks, progress)
+        return _scan(trace_files(paths), executor, spill, partial, (steps_from, critical_paths, tuple(edits)),
+                     align_clocks, progress)
     finally:
         shutil.rmtree(spill, ignore_errors=True)  # this node's; a cluster's other nodes' are taken by round 2
 
 
-def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, partial: bool, how: tuple[str | None, bool],
-          align_clocks: bool, progress: Progress | None) -> Scan:
+def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, partial: bool,
+          how: tuple[str | None, bool, tuple[Edit, ...]], align_clocks: bool, progress: Progress | None) -> Scan:
+    steps_from, paths, edits = how
+    last = paths or bool(edits)  # a last round follows round 2
     items = [(p, named, spill / f"{i}.trace") for i, (p, named) in enumerate(files)]
-    clock = _Stopwatch()
+    clock = Stopwatch()
     peak: dict[Path, int] = defaultdict(int)  # per rank (its spill's name), the peak of its tasks
     with clock("map"):
-        read = _mapped(executor, _keys_task, items, "reading", progress, peak)
+        read = mapped(executor, keys_task, items, "reading", progress, peak)
     where = dict(zip((i[2] for i in items), executor.stats.node or [""] * len(items)))
     found = [(r, item) for r, item in zip(read, items) if r is not None]
     check_ranks(one_rank([(rank, path, world) for (rank, path, world, _), _ in found]), partial)
@@ -196,10 +159,11 @@ def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, parti
     rank_items = [item for _, item in ranked]
     near = [where[item[2]] for item in rank_items]
     frame = JobFrame.of(keys)
+    summarised = (steps_from, paths, not last)
     with clock("reduce"):
         jobs, table = match_job(keys, frame)
     with clock("map"):
-        summaries = _summaries(executor, rank_items, jobs, how, near, "summarising", progress, peak)
+        summaries = _summaries(executor, rank_items, jobs, summarised, near, "summarising", progress, peak)
     with clock("reduce"):
         n_ranks = max(k.rank for k in keys) + 1
         clocks = offsets_of(_member_times(summaries, table, frame), n_ranks) if align_clocks else None
@@ -208,78 +172,61 @@ def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, parti
         with clock("reduce"):
             jobs, table = match_job(keys, frame)
         with clock("map"):
-            summaries = _summaries(executor, rank_items, jobs, how, near, "summarising on one clock", progress, peak)
-    settled, again = _settled(summaries, jobs, table, frame) if how[1] else ([], [])
-    if again:  # ranks whose instances' first ends other ranks moved: their chains again, with the moved ends
+            summaries = _summaries(executor, rank_items, jobs, summarised, near, "summarising on one clock", progress,
+                                   peak)
+    settled, again = _settled(summaries, jobs, table, frame) if last else ([], [])
+    if again and paths:  # ranks whose instances' first ends other ranks moved: their chains again, with the moved ends
         with clock("map"):
-            redone = _summaries(executor, [rank_items[i] for i in again], [settled[i] for i in again], how,
+            redone = _summaries(executor, [rank_items[i] for i in again], [settled[i] for i in again], summarised,
                                 [near[i] for i in again], "summarising with the settled ends", progress, peak)
         for i, s in zip(again, redone):
             summaries[i] = s
-            jobs[i] = settled[i]
+    for i in again:
+        jobs[i] = settled[i]
     sizes = tuple(len(pickle.dumps(k)) + len(pickle.dumps(s)) for k, s in zip(keys, summaries))
     # each rank's first node: the job's graph numbers each rank's nodes after the lower ranks'
     base = np.cumsum([0] + [s.nodes for s in summaries])[:-1].tolist()
     with clock("reduce"):
         out, raw_stragglers = _joined(summaries, base, table, frame, clocks, sizes)
-    if how[1]:
+    if last:
         with clock("reduce"):
             complete = [r for r in out.steps if (r.step, r.rank) not in out.partial_steps]
-            of_rank: dict[int, list[StepReport]] = defaultdict(list)
-            for r in complete:
-                of_rank[r.rank].append(r)
-            peers = p2p_peers(np.concatenate([s.instance for s in summaries]),
-                              np.concatenate([np.full(len(s.instance), s.rank) for s in summaries]), table)
-            slow = frozenset(x.step for x in out.slow_steps)
-            given = [for_rank(s, b, frame.shift_ns[s.rank], of_rank[s.rank], out.names, slow, peers)
-                     for s, b in zip(summaries, base)]
+            given = _given(summaries, base, frame, out, complete, table) if paths else [None] * len(summaries)
         with clock("map"):
-            found = _mapped(executor, _findings_task, [(*item, job, how[0], g) for item, job, g in
-                                                      zip(rank_items, jobs, given)], "finding bottlenecks", progress,
-                           peak, near)
+            done = mapped(executor, last_task, [(*item, job, steps_from, g, edits) for item, job, g in
+                                                zip(rank_items, jobs, given)],
+                          "finding bottlenecks" if paths else "replaying the edits", progress, peak, near)
         with clock("reduce"):
-            by_rank = {s.rank: f for s, f in zip(summaries, found)}
-            findings = job_findings(by_rank, raw_stragglers, complete, list(out.slow_steps), out.gpu, out.gpu_steps,
-                                    list(out.arrivals), out.names)
-        out = replace(out, findings=tuple(findings), gpu_bound=tuple(b for f in found for b in f.gpu_bound))
+            if paths:
+                found = [f for f, _ in done]
+                by_rank = {s.rank: f for s, f in zip(summaries, found)}
+                findings = job_findings(by_rank, raw_stragglers, complete, list(out.slow_steps), out.gpu,
+                                        out.gpu_steps, list(out.arrivals), out.names)
+                out = replace(out, findings=tuple(findings), gpu_bound=tuple(b for f in found for b in f.gpu_bound))
+            if edits:
+                out = replace(out, whatif=scan_whatif(edits, [r for _, r in done], frame.shift_ns, len(table.kind)))
     return replace(out, task_peak_bytes=tuple(peak[item[2]] for item in rank_items), seconds=dict(clock.seconds))
 
 
-class _Stopwatch:
-    """Seconds spent in each named stage, summed over its blocks: ``with clock("map"): ...``."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = defaultdict(float)
-
-    @contextmanager
-    def __call__(self, stage: str) -> Iterator[None]:
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[stage] += time.perf_counter() - t0
-
-
-def _mapped(executor: Executor, fn: Callable[..., object], items: list, what: str,  # type: ignore[type-arg]
-            progress: Progress | None, peak: dict[Path, int], near: list[str] | None = None) -> list:  # type: ignore[type-arg]
-    """``executor.map``, each task's peak noted in ``peak`` under its rank's spill (the third of its item)."""
-    done = [0]
-
-    def tick(_: int) -> None:
-        done[0] += 1
-        if progress is not None:
-            progress(what, done[0], len(items))
-    out = executor.map(fn, items, done=tick, near=near)
-    for item, p in zip(items, executor.stats.peak_rss_bytes):
-        peak[item[2]] = max(peak[item[2]], p)
-    return out
+def _given(summaries: list[RankSummary], base: list[int], frame: JobFrame, out: Scan, complete: list[StepReport],
+           table: CollectiveTable) -> list[RankPathsOf]:
+    """Each rank's findings task's input: its complete steps' paths."""
+    of_rank: dict[int, list[StepReport]] = defaultdict(list)
+    for r in complete:
+        of_rank[r.rank].append(r)
+    peers = p2p_peers(np.concatenate([s.instance for s in summaries]),
+                      np.concatenate([np.full(len(s.instance), s.rank) for s in summaries]), table)
+    slow = frozenset(x.step for x in out.slow_steps)
+    return [for_rank(s, b, frame.shift_ns[s.rank], of_rank[s.rank], out.names, slow, peers)
+            for s, b in zip(summaries, base)]
 
 
 def _summaries(executor: Executor, items: list[tuple[Path, bool, Path]], jobs: list[JobCollectives],
-               how: tuple[str | None, bool], near: list[str], what: str, progress: Progress | None,
+               how: tuple[str | None, bool, bool], near: list[str], what: str, progress: Progress | None,
                peak: dict[Path, int]) -> list[RankSummary]:
-    return _mapped(executor, _summary_task, [(*item, job, *how) for item, job in zip(items, jobs)], what,
-                   progress, peak, near)
+    """Round 2 (``how``: the steps' regex, with the paths, and whether it is the last round)."""
+    return mapped(executor, summary_task, [(*item, job, *how) for item, job in zip(items, jobs)], what,
+                  progress, peak, near)
 
 
 def _settled(summaries: list[RankSummary], jobs: list[JobCollectives], table: CollectiveTable, frame: JobFrame

@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from bottleneck_oracle.dag.build import build_graph
 from bottleneck_oracle.dag.cause import late_ranks, with_causes
 from bottleneck_oracle.dag.collectives import CollectiveArrival
 from bottleneck_oracle.dag.critical_path import StepReport
@@ -24,13 +23,12 @@ from bottleneck_oracle.dag.finding import Finding
 from bottleneck_oracle.dag.findings import rank_findings, settled_findings
 from bottleneck_oracle.dag.gpu_bound import GpuBound, gpu_bound_steps, gpu_rows
 from bottleneck_oracle.dag.gpu_timeline import GpuTimeline, step_gpu_timeline
-from bottleneck_oracle.dag.job_collectives import JobCollectives
-from bottleneck_oracle.dag.job_paths import rank_points
+from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.path_nodes import ForeignNodes, GraphNodes
+from bottleneck_oracle.dag.points import PointGraph
 from bottleneck_oracle.dag.shared_stalls import StallExcess, stall_excess
 from bottleneck_oracle.dag.slow_steps import SlowStep, steps_to_explain
 from bottleneck_oracle.dag.summary import NodeNames, RankSummary
-from bottleneck_oracle.traces import Trace
 
 __all__ = ["RankFindings", "RankPathsOf", "findings_of_rank", "for_rank", "job_findings"]
 
@@ -74,10 +72,8 @@ class RankFindings:
     gpu_bound: list[GpuBound]
 
 
-def findings_of_rank(trace: Trace, job: JobCollectives, steps_from: str | None, given: RankPathsOf) -> RankFindings:
-    """The findings of the trace of one rank, its graph built as round 2 built it."""
-    g = build_graph(trace, steps_from=steps_from, job=job)
-    points, _ = rank_points(g, job)
+def findings_of_rank(g: ExecGraph, points: PointGraph, given: RankPathsOf) -> RankFindings:
+    """The findings of the graph ``g`` of one rank (its point graph ``points``), built as round 2 built it."""
     reports = given.local_reports(len(g))
     found = rank_findings(g, reports, set(given.slow), GraphNodes(g, given.foreign), given.peers)
     gpu = step_gpu_timeline(g)

@@ -17,10 +17,11 @@ import numpy as np
 
 from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.longest_path import longest_path
-from bottleneck_oracle.dag.points import LANE
+from bottleneck_oracle.dag.points import LANE, PointGraph
 from bottleneck_oracle.dag.types import EdgeType, NodeKind
 
-__all__ = ["CUT", "Edit", "ReplayResult", "node_speedups", "own_time", "replay", "scaled_weights", "weights_with"]
+__all__ = ["CUT", "Edit", "ReplayResult", "edited_weights", "node_speedups", "own_time", "replay", "scaled_weights",
+           "weights_with"]
 
 
 CUT = -(1 << 50)  # the weight of a dependency that no longer holds: ~13 days early, and no overflow
@@ -88,36 +89,40 @@ def node_speedups(a: Analysis, edits: list[Edit]) -> np.ndarray:
     return speedup
 
 
-def own_time(a: Analysis) -> np.ndarray:
+def own_time(pg: PointGraph) -> np.ndarray:
     """bool[E]: the point-graph edges that are some node's own time: its segments on its lane, a
     collective's transfer, and the wait leaving a gloo collective's arrival point (its lag is the
     transfer)."""
-    pg = a.points
     from_arrival = (pg.origin == EdgeType.SYNC) & (pg.node[pg.src] < 0)
     return ((pg.origin == LANE) | (pg.origin == EdgeType.COLLECTIVE) | from_arrival) & (pg.owner >= 0)
 
 
-def weights_with(a: Analysis, speedup: np.ndarray, edge_scale: np.ndarray | None = None,
+def weights_with(pg: PointGraph, speedup: np.ndarray, edge_scale: np.ndarray | None = None,
                  cut: np.ndarray | None = None) -> np.ndarray:
     """int64[E]: the point graph's weights with each node's own segments ``speedup`` times shorter,
     then every edge times ``edge_scale`` (float64[E], for edits of gaps and transfers: a fix, a
     data-parallel degree), and the edges in ``cut`` (bool[E]) no longer binding anything."""
-    pg = a.points
-    weight = pg.weight.astype(np.float64)
-    factor = speedup[np.maximum(pg.owner, 0)]
-    hit = own_time(a) & (factor != 1.0)
-    weight[hit] = weight[hit] / factor[hit]  # inf → 0: removed
+    return edited_weights(pg.weight, speedup[np.maximum(pg.owner, 0)], own_time(pg), edge_scale, cut)
+
+
+def edited_weights(weight: np.ndarray, factor: np.ndarray, own: np.ndarray, edge_scale: np.ndarray | None = None,
+                   cut: np.ndarray | None = None) -> np.ndarray:
+    """int64: observed edge weights ``weight`` edited as ``weights_with`` edits them: the ``own`` edges (some
+    node's own time) ``factor`` times shorter, every edge times ``edge_scale``, the ``cut`` ones gone."""
+    out = weight.astype(np.float64)
+    hit = own & (factor != 1.0)
+    out[hit] = out[hit] / factor[hit]  # inf → 0: removed
     if edge_scale is not None:
-        weight = np.where(pg.weight >= 0, weight * edge_scale, weight)  # -1 marks a contradicted edge: keep it
-    out = np.rint(weight).astype(np.int64)
+        out = np.where(weight >= 0, out * edge_scale, out)  # -1 marks a contradicted edge: keep it
+    rounded = np.rint(out).astype(np.int64)
     if cut is not None:
-        out[cut & (pg.weight >= 0)] = CUT  # a dependency gone: it can never be the longest
-    return out
+        rounded[cut & (weight >= 0)] = CUT  # a dependency gone: it can never be the longest
+    return rounded
 
 
 def scaled_weights(a: Analysis, edits: list[Edit]) -> np.ndarray:
     """int64[E]: the point graph's weights with the edited nodes' own time scaled."""
-    return weights_with(a, node_speedups(a, edits))
+    return weights_with(a.points, node_speedups(a, edits))
 
 
 def replay(a: Analysis, edits: list[Edit], weight: np.ndarray | None = None) -> ReplayResult:

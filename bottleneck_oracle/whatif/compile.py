@@ -1,8 +1,7 @@
-"""Edits compiled onto a trace's DAG: which nodes a selector picks, and what each edit does to
-the point graph's weights.
+"""Edits compiled onto a trace's DAG: what each edit does to the point graph's weights.
 
 Every node edit (``scale``, ``remove``, ``set``) becomes a speed-up of the selected nodes' own
-time (a removed node takes what it ran and launched with it). A ``fix`` takes out what its
+time (a removed node takes what it ran and launched with it; ``dag/node_edits.py``). A ``fix`` takes out what its
 finding attributes (``whatif/fix.py``). ``data_parallel`` rescales the gradient collectives
 (``whatif/structural.py``). ``microbatches`` and ``overlap`` change the schedule itself, not
 the weights: ``whatif/predict.py`` handles them.
@@ -10,22 +9,19 @@ the weights: ``whatif/predict.py`` handles them.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.dag.op_classes import COLLECTIVES as OP_COLLECTIVES
-from bottleneck_oracle.dag.op_classes import classify_strings, op_class_mask
-from bottleneck_oracle.dag.types import NodeKind
+from bottleneck_oracle.dag.node_edits import NODE_EDITS, apply_node_edit
 from bottleneck_oracle.errors import ConfigError
-from bottleneck_oracle.truth.edits import COLLECTIVES, Edit, EditKind, Selector
-from bottleneck_oracle.whatif.fix import apply_fix, removal
+from bottleneck_oracle.truth.edits import Edit, EditKind
+from bottleneck_oracle.whatif.fix import apply_fix
 
-__all__ = ["Compiled", "compile_edits", "select_nodes"]
+__all__ = ["Compiled", "compile_edits"]
 
-_GPU_KINDS = (NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET, NodeKind.COMM)
+
 @dataclass(frozen=True, slots=True)
 class Compiled:
     """Edits as the replay and the graph model take them.
@@ -50,41 +46,6 @@ class Compiled:
         return bool((self.edge_scale == 1.0).all()) and not self.cut.any()
 
 
-def select_nodes(a: Analysis, select: Selector) -> np.ndarray:
-    """bool[N]: the nodes ``select`` picks.
-
-    An op class picks GPU work where the class has any (a kernel, not the CPU op that launched
-    it), else CPU ops; a collective kind picks the communication nodes of its instances.
-    """
-    g = a.graph
-    mask = np.ones(len(g), dtype=bool)
-    if select.kind:
-        mask &= g.kind == NodeKind[select.kind.upper()]
-    if select.ranks:
-        mask &= np.isin(g.rank, select.ranks)
-    if select.steps:
-        mask &= np.isin(g.step, select.steps)
-    if select.streams:
-        mask &= np.isin(g.trace.lanes.stream[g.lane], select.streams)
-    if select.name:
-        pattern = re.compile(select.name)
-        hit = np.fromiter((bool(pattern.search(s)) for s in g.trace.strings), dtype=bool, count=len(g.trace.strings))
-        mask &= hit[g.name]
-    if select.op in COLLECTIVES:
-        picked = lambda k: k == select.op or (select.op == "sendrecv" and k in ("send", "recv"))  # noqa: E731
-        kinds = np.array([picked(k) for k in g.collectives.kind] + [False], dtype=bool)
-        # a kernel matched to no instance (one rank's trace, DeepEP's all-to-all) by its own name
-        _, coll, _ = classify_strings(g.trace.strings)
-        named = np.array([picked(k) for k in OP_COLLECTIVES] + [False], dtype=bool)[coll[g.name]] & (g.collective < 0)
-        mask &= (g.kind == NodeKind.COMM) & (kinds[np.where(g.collective >= 0, g.collective, len(g.collectives))]
-                                             | named)
-    elif select.op:
-        of_class = op_class_mask(g, select.op)
-        on_gpu = of_class & np.isin(g.kind, _GPU_KINDS)
-        mask &= on_gpu if on_gpu.any() else of_class
-    return mask
-
-
 def compile_edits(a: Analysis, edits: list[Edit], step: int) -> Compiled:
     """The speed-ups and edge multipliers of ``edits``, for a question about ``step``.
 
@@ -99,21 +60,11 @@ def compile_edits(a: Analysis, edits: list[Edit], step: int) -> Compiled:
     assumptions: list[str] = []
     touched = []
     for edit in edits:
-        if edit.kind in (EditKind.SCALE, EditKind.REMOVE, EditKind.SET):
-            mask = select_nodes(a, edit.select)
-            if not mask.any():
+        if edit.kind in NODE_EDITS:
+            picked = apply_node_edit(g, pg, edit, speedup, edge_scale, cut)
+            if not picked:
                 raise ConfigError(f"edit {edit}: the selector picks no node of this trace")
-            if edit.kind == EditKind.SCALE:
-                speedup[mask] *= edit.factor
-            elif edit.kind == EditKind.REMOVE:
-                mask, waits, callers = removal(a, mask)  # what they ran and launched goes with them
-                speedup[mask] = np.inf
-                cut |= waits
-                edge_scale[callers] = 0.0
-            else:
-                # each node now takes edit.ms; a longer time is a slow-down (speed-up < 1)
-                speedup[mask] *= g.dur_ns[mask] / max(edit.ms * 1e6, 1.0)
-            touched.append(int(mask.sum()))
+            touched.append(picked)
         elif edit.kind == EditKind.FIX:
             hit, text = apply_fix(a, edit, step, edge_scale, speedup, cut)
             touched.append(hit)

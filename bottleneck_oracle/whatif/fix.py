@@ -22,16 +22,16 @@ from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.detectors import compute_time
 from bottleneck_oracle.dag.finding import Finding, rank_ranges
+from bottleneck_oracle.dag.node_edits import removal
 from bottleneck_oracle.dag.path_nodes import p2p_nodes
-from bottleneck_oracle.dag.points import LANE
 from bottleneck_oracle.dag.shared_stalls import STALLS, stall_edges, thread_excess
-from bottleneck_oracle.dag.types import CATEGORIES, Category, EdgeType, NodeKind, Role
+from bottleneck_oracle.dag.types import CATEGORIES, Category, NodeKind, Role
 from bottleneck_oracle.dag.whatif import own_time
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.truth.edits import Edit
 from bottleneck_oracle.vocabulary import Bottleneck
 
-__all__ = ["apply_fix", "removal", "water_level"]
+__all__ = ["apply_fix", "water_level"]
 
 _C = {c: np.int8(i) for i, c in enumerate(CATEGORIES)}
 _REMOVED = (Bottleneck.HOST_SYNC, Bottleneck.CHECKPOINT_STALL)
@@ -56,7 +56,7 @@ def apply_fix(a: Analysis, edit: Edit, step: int, edge_scale: np.ndarray, speedu
         seed = np.zeros(len(a.graph), dtype=bool)
         for f in found:
             seed |= _checkpoints(a, f) if edit.category == Bottleneck.CHECKPOINT_STALL else _syncs(a, f)
-        nodes, waits, callers = removal(a, seed)
+        nodes, waits, callers = removal(a.graph, a.points, seed)
         speedup[nodes] = np.inf
         cut |= waits
         edge_scale[callers] = 0.0
@@ -129,7 +129,7 @@ def _shorten(a: Analysis, edges: np.ndarray, factor: np.ndarray, edge_scale: np.
     kind = g.kind[np.maximum(owner, 0)]
     # a gap with only a range open (a ProfilerStep, a record_function) is no node's work: the edge itself
     work = (owner >= 0) & ~np.isin(kind, (NodeKind.ANNOTATION, NodeKind.PYTHON))
-    own = work & own_time(a)[edges]
+    own = work & own_time(a.points)[edges]
     nodes, factors = owner[own], factor[own]
     instance = g.collective[nodes]
     if (instance >= 0).any():  # a transfer is every member's: shorten them all
@@ -140,26 +140,6 @@ def _shorten(a: Analysis, edges: np.ndarray, factor: np.ndarray, edge_scale: np.
         factors = np.concatenate([factors, by_instance[g.collective[members]]])
     np.maximum.at(speedup, nodes, factors)  # several segments of one node: the largest cut
     edge_scale[edges[~own]] /= factor[~own]
-
-
-def removal(a: Analysis, seed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What removing the ``seed`` nodes removes: bool[N] the nodes with what they ran (nested) and the
-    GPU work they launched; bool[E] the point-graph edges of the waits that end in them; bool[E] the
-    host gaps right before each seed (the Python that called it)."""
-    g, pg = a.graph, a.points
-    nodes = g.under(seed)  # children of a removed node go too
-    src, dst = g.edges_of(EdgeType.LAUNCH)
-    nodes[dst[nodes[src]]] = True
-    ends = pg.dst < 2 * len(g)
-    waits = np.zeros(len(pg.dst), dtype=bool)
-    waits[ends] = (pg.origin[ends] == EdgeType.SYNC) & nodes[pg.dst[ends] // 2]
-    top = seed & ~nodes[np.maximum(g.parent, 0)] | seed & (g.parent < 0)
-    starts = np.zeros(2 * len(g) + 1, dtype=bool)
-    starts[2 * np.flatnonzero(top)] = True
-    owner = np.maximum(pg.owner, 0)
-    gap = (pg.origin == LANE) & ((pg.owner < 0) | np.isin(g.kind[owner], (NodeKind.ANNOTATION, NodeKind.PYTHON)))
-    callers = gap & starts[np.minimum(pg.dst, 2 * len(g))]
-    return nodes, waits, callers
 
 
 def water_level(weight: np.ndarray, amount: float) -> float:

@@ -166,7 +166,7 @@ def predict_whatif(a: Analysis, step: int, edits: Sequence[Edit],
     if any(e.kind == EditKind.MICROBATCHES for e in edits):
         return _rescheduled(a, step, edits, before)
     compiled = compile_edits(a, list(edits), step)
-    weight = weights_with(a, compiled.speedup, compiled.edge_scale, compiled.cut)
+    weight = weights_with(a.points, compiled.speedup, compiled.edge_scale, compiled.cut)
     t, pred = longest_path(a.points.index, weight)
     after_reports = [replayed_report(a.points, r, t, pred) for r in _complete(a, step)]
     after_slowest = max(after_reports, key=lambda r: r.wall_ns)

@@ -41,5 +41,5 @@ def edited_analysis(a: Analysis, step: int, edits: Sequence[Edit]) -> Analysis:
         ConfigError: an edit that does not compile on this trace.
     """
     compiled = compile_edits(a, list(edits), step)
-    trace = retimed(a, weights_with(a, compiled.speedup, compiled.edge_scale, compiled.cut))
+    trace = retimed(a, weights_with(a.points, compiled.speedup, compiled.edge_scale, compiled.cut))
     return analyze(trace, steps_from=a.steps_from, align_clocks=False)  # its clocks are the original's, aligned

@@ -159,7 +159,7 @@ def data_parallel(a: Analysis, dp: int, keep_global_batch: bool = False, net_gbp
         notes.append("per-rank batch kept: compute, data loading and model-parallel transfers stay as traced")
     notes.append("compute slowed by overlapping communication keeps its traced slowdown")
     scale = np.ones(len(pg.weight), dtype=np.float64)
-    hit = own_time(a) & (node_scale != 1.0)[np.maximum(a.points.owner, 0)]
+    hit = own_time(a.points) & (node_scale != 1.0)[np.maximum(a.points.owner, 0)]
     scale[hit] = node_scale[pg.owner[hit]]
     return Rescaled(weight_scale=scale, assumptions=tuple(notes))
 

@@ -50,3 +50,21 @@ def test_oracle_scan_of_a_bad_file_fails_in_one_line(tmp_path: Path) -> None:
     bad.write_text('{"traceEvents": [')
     done = run_oracle("scan", bad)
     assert done.returncode == 2 and done.stderr.strip().splitlines() == ["error: rank0.json: truncated JSON"], done.stderr
+
+
+def test_oracle_scan_whatif_gives_each_step_oracle_whatif_s_replay() -> None:
+    edit = "scale op=allreduce x2"
+    data = json.loads(run_oracle("scan", EXAMPLE, "--no-paths", "--whatif", edit, "--json").stdout)["whatif"]
+    assert data["edits"] == [edit] and data["touched"][0] > 0 and len(data["steps"]) > 2
+    for row in data["steps"]:
+        whatif = json.loads(run_oracle("whatif", EXAMPLE, "--edit", edit, "--step", str(row["step"]), "--no-model",
+                                       "--json").stdout)
+        assert (row["recorded_ms"], row["replay_ms"]) == (whatif["baseline_ms"], whatif["predicted_ms"]["replay"])
+    assert any(row["saved_ms"] > 0 for row in data["steps"])
+    text = run_oracle("scan", EXAMPLE, "--whatif", edit).stdout
+    first = data["steps"][0]
+    assert f"What if: {edit}" in text and f"{first['recorded_ms']:.3f}" in text and f"{first['replay_ms']:.3f}" in text
+    refused = run_oracle("scan", EXAMPLE, "--whatif", "fix host_pause")
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+        "error: edit fix host_pause: a scan replays node edits only (scale, remove, set); fix reads the job's whole "
+        "graph: oracle whatif"], refused.stderr

@@ -20,16 +20,19 @@ from bottleneck_oracle.dag.collectives import collective_arrivals
 from bottleneck_oracle.dag.detectors import stragglers
 from bottleneck_oracle.dag.findings import strongest
 from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
-from bottleneck_oracle.dag.scan import Scan, _keys_task, _summary_task, scan
+from bottleneck_oracle.dag.longest_path import longest_path
+from bottleneck_oracle.dag.scan import Scan, scan
 from bottleneck_oracle.dag.severity import bound_findings
-from bottleneck_oracle.dag.summary import JobFrame, match_job
-from bottleneck_oracle.errors import TraceFormatError
+from bottleneck_oracle.dag.whatif import weights_with
+from bottleneck_oracle.errors import ConfigError, TraceFormatError
 from bottleneck_oracle.executor import LocalExecutor, RayExecutor
 from bottleneck_oracle.synth import SynthConfig, synthesize
-from bottleneck_oracle.traces import read_trace, trace_files
+from bottleneck_oracle.traces import read_trace
+from bottleneck_oracle.truth.edits import parse_edit
 from bottleneck_oracle.truth.injection import parse_injection
+from bottleneck_oracle.whatif.compile import compile_edits
 from tests.conftest import DATA, REAL, REPO, one_ray_task_killed
-from tests.test_executor import _same, multi_rank_folders
+from tests.test_executor import multi_rank_folders
 
 EXAMPLE = REPO / "examples" / "gpt_2rank"
 
@@ -48,6 +51,16 @@ def _job(name: str) -> Path:
     out = Path(tempfile.mkdtemp(prefix=f"oracle-scan-{name}-"))
     synthesize(out, configs[name], workers=1)
     return out
+
+
+def _job_replay(a: Analysis, text: str) -> dict[tuple[int, int], int] | None:
+    """Every (step, rank)'s wall under the edit, from the job's whole graph (None: it picks nothing here)."""
+    try:
+        c = compile_edits(a, [parse_edit(text)], a.steps[0].step)
+    except ConfigError:
+        return None
+    t, _ = longest_path(a.points.index, weights_with(a.points, c.speedup, c.edge_scale, c.cut))
+    return {(r.step, r.rank): int(t[r.window_points(t)[1]] - t[r.window_points(t)[0]]) for r in a.steps}
 
 
 def _paths(steps) -> list[tuple[object, ...]]:  # type: ignore[no-untyped-def]
@@ -160,11 +173,12 @@ def test_a_scan_without_critical_paths_holds_the_members_only() -> None:
 def test_each_rank_file_is_parsed_once_through_every_round(folder: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Rounds run again (on settled ends, on moved clocks) and the findings' round read the trace the node kept."""
     from bottleneck_oracle.dag import scan as scan_module
+    from bottleneck_oracle.dag import scan_rounds
 
     path = DATA / folder if (DATA / folder).exists() else _job(folder)
     reads: dict[Path, int] = {}
     rounds: list[str] = []
-    read, summaries = scan_module.read_rank, scan_module._summaries
+    read, summaries = scan_rounds.read_rank, scan_module._summaries
 
     def counted(p: Path, named: bool):  # type: ignore[no-untyped-def]
         reads[p] = reads.get(p, 0) + 1
@@ -174,28 +188,11 @@ def test_each_rank_file_is_parsed_once_through_every_round(folder: str, monkeypa
         rounds.append(args[5])
         return summaries(*args, **kwargs)
 
-    monkeypatch.setattr(scan_module, "read_rank", counted)
+    monkeypatch.setattr(scan_rounds, "read_rank", counted)
     monkeypatch.setattr(scan_module, "_summaries", noted)
     s = scan([path], LocalExecutor(1))  # one worker: the tasks run here
     assert len(rounds) == 2 and s.findings is not None  # round 2, then once again
     assert len(reads) >= len(s.ranks) and set(reads.values()) == {1}  # every file (a manifest too) read once
-
-
-def test_a_rank_s_second_round_reads_its_file_again_where_round_one_left_nothing(tmp_path: Path) -> None:
-    """On a cluster, round 2 may run on another node than round 1: the rank is read again, to the same summary."""
-    files = [f for f, _ in trace_files([EXAMPLE])]
-    read = [r for r in (_keys_task((f, False, tmp_path / f"{i}.trace")) for i, f in enumerate(files)) if r]
-    files = [r[1] for r in read]
-    keys = [r[3] for r in read]
-    jobs, _ = match_job(keys, JobFrame.of(keys))
-    spill = tmp_path / f"{[f for f, _ in trace_files([EXAMPLE])].index(files[0])}.trace"
-    assert spill.exists()
-    spilled = _summary_task((files[0], True, spill, jobs[0], None, True))
-    assert spill.exists()  # kept for the findings' round, which the paths bring
-    _summary_task((files[0], True, spill, jobs[0], None, False))
-    assert not spill.exists()  # taken: no round follows
-    again = _summary_task((files[0], True, spill, jobs[0], None, True))
-    _same(spilled, again, "summary")
 
 
 def test_a_node_whose_temporary_folder_takes_nothing_reads_each_rank_again(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -247,13 +244,15 @@ def test_a_scan_on_ray_is_the_local_one(ray_cluster, folder: Path) -> None:  # t
 
 
 @pytest.mark.slow
-def test_a_64_rank_scan_on_ray_with_a_worker_killed_is_the_analysis(ray_cluster, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+def test_a_64_rank_scan_on_ray_with_a_worker_killed_is_the_analysis_and_its_replay(ray_cluster, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path_factory.mktemp("scan64")
     synthesize(out, SynthConfig(model="7b", dp=8, tp=4, pp=2, microbatches=2, steps=2), workers=2)
     executor = RayExecutor()
     with one_ray_task_killed(after_s=0.05) as killed:
-        s = scan([out], executor)
+        s = scan([out], executor, edits=[parse_edit("scale op=allreduce x2")])
     assert killed, "no worker was caught running a task"
     assert len(s.ranks) == 64
-    _assert_same(analyze(read_trace(out, executor=LocalExecutor(2))), s)
+    a = analyze(read_trace(out, executor=LocalExecutor(2)))
+    _assert_same(a, s)
+    assert s.whatif is not None and s.whatif.after_ns == _job_replay(a, "scale op=allreduce x2")  # and the what-if
     assert np.median(s.summary_bytes) < 200_000

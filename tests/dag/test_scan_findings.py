@@ -9,9 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bottleneck_oracle.dag import scan as scan_module
+from bottleneck_oracle.dag import scan_rounds
 from bottleneck_oracle.dag.analysis import analyze
-from bottleneck_oracle.dag.build import build_graph
 from bottleneck_oracle.dag.path_nodes import GraphNodes, checkpoint_ranges, p2p_nodes
 from bottleneck_oracle.dag.scan import scan
 from bottleneck_oracle.dag.scan_findings import findings_of_rank
@@ -30,17 +29,16 @@ def test_a_rank_s_task_reads_each_node_of_its_paths_as_the_job_s_graph(folder: P
     seen: dict[tuple[int, int], tuple[list[object], ...]] = {}
     foreign = [0]
 
-    def spy(trace, job, steps_from, given):  # type: ignore[no-untyped-def]
-        g = build_graph(trace, steps_from=steps_from, job=job)
+    def spy(g, points, given):  # type: ignore[no-untyped-def]
         nodes = GraphNodes(g, given.foreign)
         for r in given.local_reports(len(g)):
             n = r.path_node[r.path_node >= 0]
             foreign[0] += int((n >= len(g)).sum())
             seen[(r.step, r.rank)] = ([nodes.node_name(x) for x in n.tolist()], nodes.kinds(n).tolist(),
                                       nodes.p2p(n).tolist(), nodes.roles(n).tolist(), nodes.in_checkpoint(n).tolist())
-        return findings_of_rank(trace, job, steps_from, given)
+        return findings_of_rank(g, points, given)
 
-    monkeypatch.setattr(scan_module, "findings_of_rank", spy)
+    monkeypatch.setattr(scan_rounds, "findings_of_rank", spy)
     s = scan([folder], LocalExecutor(1))  # one worker: the tasks run here, through the spy
     a = analyze(read_trace(folder))
     g = a.graph

@@ -8,10 +8,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from bottleneck_oracle.dag.types import EdgeType, NodeKind, Role
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.truth.edits import Edit
-from bottleneck_oracle.whatif.fix import removal, water_level
+from bottleneck_oracle.whatif.fix import water_level
 from bottleneck_oracle.whatif.predict import predict_whatif
 from bottleneck_oracle.whatif.verify import rerun_step_ms
 from tests.whatif.cases import FAULTS, TINY, fault, job
@@ -34,19 +33,6 @@ def test_a_fix_needs_its_finding_in_the_step() -> None:
         predict_whatif(a, 3, [Edit.fix("host_pause")])
     with pytest.raises(ConfigError, match="step 2 has no checkpoint_stall finding"):
         predict_whatif(a, 2, [Edit.fix("checkpoint_stall")])
-
-
-def test_removing_syncs_takes_what_they_ran_launched_and_waited_for() -> None:
-    _, a = fault("host_sync")
-    g = a.graph
-    item = np.array([s == "aten::item" for s in g.trace.strings])[g.name]
-    seed = item & (g.step == 2) & (g.rank == 1)
-    nodes, waits, callers = removal(a, seed)
-    assert seed.sum() > 600 and nodes[seed].all()
-    assert (nodes & (g.role == Role.SYNC)).sum() == seed.sum()  # the sync call inside each .item()
-    assert (nodes & (g.kind == NodeKind.MEMCPY)).sum() == seed.sum()  # the copy it launched and waited on
-    assert waits.any() and (a.points.origin[waits] == EdgeType.SYNC).all()
-    assert 0 < callers.sum() <= seed.sum() and not nodes[g.rank != 1].any()
 
 
 @given(st.lists(st.floats(0, 1e9), min_size=1, max_size=40), st.floats(0, 1))
