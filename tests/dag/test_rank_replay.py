@@ -20,7 +20,7 @@ from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.edits import parse_edit
 from bottleneck_oracle.whatif.compile import compile_edits
 from bottleneck_oracle.whatif.predict import predict_whatif
-from tests.conftest import DATA
+from tests.conftest import DATA, REAL
 from tests.dag.test_scan import _job, _job_replay
 from tests.test_executor import multi_rank_folders
 
@@ -125,3 +125,18 @@ def test_the_replay_round_reads_the_trace_its_node_kept(monkeypatch: pytest.Monk
              edits=[parse_edit("scale op=allreduce x2")])
     assert s.whatif is not None and len(s.whatif.after_ns) == len(s.steps)
     assert len(reads) >= len(s.ranks) and set(reads.values()) == {1}
+
+
+@pytest.mark.parametrize(("folder", "missing"), [(DATA / "pipeline_eager_send", 1), (REAL / "param" / "dlrm_8rank_kineto", 3)],
+                         ids=lambda x: getattr(x, "name", str(x)))
+def test_a_job_missing_a_rank_replays_as_its_graph(folder: Path, missing: int, tmp_path: Path) -> None:
+    """With a rank's file gone (``--partial``), the sends and instances it shared are replayed as the graph of
+    the ranks given has them."""
+    files = sorted(f for f in folder.iterdir() if f.name.endswith((".json", ".json.gz")) and f.name != "manifest.json")
+    for i, f in enumerate(files):
+        if i != missing:
+            (tmp_path / f.name).symlink_to(f.resolve())
+    a = analyze(read_trace(tmp_path, partial=True))
+    for text in ("scale kind=comm x2", "scale op=sendrecv x3"):
+        s = scan([tmp_path], LocalExecutor(2), partial=True, critical_paths=False, edits=[parse_edit(text)])
+        assert s.whatif is not None and s.whatif.after_ns == _job_replay(a, text), text
