@@ -34,7 +34,7 @@ from bottleneck_oracle.truth.edits import Edit
 
 __all__ = ["CUT_EVERY", "RankReplay", "ScanWhatIf", "check_node_edits", "rank_replay", "replay_job", "scan_whatif"]
 
-CUT_EVERY = 4  # instances between two cuts of a rank's lanes: fewer, larger reduced graphs; more, more cuts
+CUT_EVERY = 4  # a cut of the lanes every 4 instances: on the 7b jobs, 8 or 16 gave fewer points but more edges
 _NO = np.zeros(0, dtype=np.int64)
 
 
