@@ -16,9 +16,10 @@ from bottleneck_oracle.dag.op_classes import COLLECTIVES as OP_COLLECTIVES
 from bottleneck_oracle.dag.op_classes import classify_strings, op_class_mask
 from bottleneck_oracle.dag.points import LANE, PointGraph
 from bottleneck_oracle.dag.types import EdgeType, NodeKind
+from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.truth.edits import COLLECTIVES, Edit, EditKind, Selector
 
-__all__ = ["NODE_EDITS", "apply_node_edit", "removal", "select_nodes"]
+__all__ = ["NODE_EDITS", "apply_node_edit", "picks_nothing", "removal", "select_nodes"]
 
 NODE_EDITS = (EditKind.SCALE, EditKind.REMOVE, EditKind.SET)
 _GPU_KINDS = (NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET, NodeKind.COMM)
@@ -93,3 +94,8 @@ def apply_node_edit(g: ExecGraph, pg: PointGraph, edit: Edit, speedup: np.ndarra
         # each node now takes edit.ms; a longer time is a slow-down (speed-up < 1)
         speedup[mask] *= g.dur_ns[mask] / max(edit.ms * 1e6, 1.0)
     return int(mask.sum())
+
+
+def picks_nothing(edit: Edit) -> ConfigError:
+    """The error of an edit whose selector picks no node of the trace."""
+    return ConfigError(f"edit {edit}: the selector picks no node of this trace")

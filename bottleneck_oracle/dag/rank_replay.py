@@ -26,7 +26,7 @@ from bottleneck_oracle.dag.critical_path import step_points, window_of
 from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.job_collectives import JobCollectives
 from bottleneck_oracle.dag.longest_path import index_edges, longest_path
-from bottleneck_oracle.dag.node_edits import NODE_EDITS, apply_node_edit
+from bottleneck_oracle.dag.node_edits import NODE_EDITS, apply_node_edit, picks_nothing
 from bottleneck_oracle.dag.points import SOURCE, PointGraph
 from bottleneck_oracle.dag.whatif import edited_weights, weights_with
 from bottleneck_oracle.errors import ConfigError
@@ -121,7 +121,7 @@ def scan_whatif(edits: Sequence[Edit], replays: Sequence[RankReplay], shift_ns: 
     touched = tuple(int(sum(t)) for t in zip(*(r.touched for r in replays)))
     for e, n in zip(edits, touched):
         if not n:
-            raise ConfigError(f"edit {e}: the selector picks no node of this trace")
+            raise picks_nothing(e)
     return ScanWhatIf(tuple(edits), replay_job(replays, shift_ns, instances), touched)
 
 
@@ -161,7 +161,7 @@ def rank_replay(g: ExecGraph, pg: PointGraph, job: JobCollectives, heard: np.nda
     w = np.where(inside, weight, -1)
     src, dst, d = _kernels.boundary_paths(index.order, index.src, w, index.in_ptr, index.in_order, boundary,
                                           len(points))
-    sender = np.asarray(job.sends.rank)[heard], np.asarray(job.sends.node)[heard]
+    sender = job.sends.rank[heard], job.sends.node[heard]
     remote_k = -2 - pg.owner
     instances = np.unique(job.instance)[rel]
     return RankReplay(
@@ -204,7 +204,7 @@ def replay_job(replays: Sequence[RankReplay], shift_ns: dict[int, int], instance
     for r, at in zip(replays, (starts - starts.min()).tolist()):
         job = numbered[r.rank]
         parts += [(job[r.src], job[r.dst], r.weight), (r.via_instance, job[r.via_dst], _via_weights(by_rank, r)),
-                  (_send_ends(by_rank, numbered, r.wait_rank, r.wait_node), job[r.wait_dst], r.wait_weight),
+                  (_sender_points(by_rank, numbered, r), job[r.wait_dst], r.wait_weight),
                   (np.array([ends]), job[[len(r.instance)]], np.array([at]))]  # the job's source to the rank's
     src, dst, w = (np.concatenate([p[i] for p in parts]).astype(np.int64) for i in range(3))
     t, _ = longest_path(index_edges(ends + 1, src, dst, present=w >= 0), w)
@@ -217,23 +217,24 @@ def replay_job(replays: Sequence[RankReplay], shift_ns: dict[int, int], instance
     return out
 
 
-def _send_ends(by_rank: dict[int, RankReplay], numbered: dict[int, np.ndarray], rank: np.ndarray, node: np.ndarray
-               ) -> np.ndarray:
-    """The job's points of the ends of the sends (``rank``, ``node``)."""
-    out = np.zeros(len(rank), dtype=np.int64)
+def _sender_points(by_rank: dict[int, RankReplay], numbered: dict[int, np.ndarray], r: RankReplay) -> np.ndarray:
+    """The job's points of the ends of the sends ``r``'s waits are on."""
+    point = _per_send(by_rank, r.wait_rank, r.wait_node, "send_point")
+    return np.array([numbered[k][p] for k, p in zip(r.wait_rank.tolist(), point.tolist())], dtype=np.int64)
+
+
+def _per_send(by_rank: dict[int, RankReplay], rank: np.ndarray, node: np.ndarray, column: str) -> np.ndarray:
+    """The sender's ``column`` (``send_point``, ``send_speedup``) of each of the sends (``rank``, ``node``)."""
+    out = np.zeros(len(rank), dtype=np.float64 if column == "send_speedup" else np.int64)
     for k in np.unique(rank).tolist():
         sel = rank == k
         s = by_rank[k]
-        out[sel] = numbered[k][s.send_point[np.searchsorted(s.send_node, node[sel])]]
+        out[sel] = getattr(s, column)[np.searchsorted(s.send_node, node[sel])]
     return out
 
 
 def _via_weights(by_rank: dict[int, RankReplay], r: RankReplay) -> np.ndarray:
     """The weights of ``r``'s waits on sends matched to reliable instances, each a sender's own time, edited with
     the sender's speed-up as the job's graph edits it."""
-    factor = np.ones(len(r.via_rank))
-    for k in np.unique(r.via_rank).tolist():
-        sel = r.via_rank == k
-        s = by_rank[k]
-        factor[sel] = s.send_speedup[np.searchsorted(s.send_node, r.via_node[sel])]
+    factor = _per_send(by_rank, r.via_rank, r.via_node, "send_speedup")
     return edited_weights(r.via_weight, factor, np.ones(len(factor), dtype=bool), r.via_scale, r.via_cut)

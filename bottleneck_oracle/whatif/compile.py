@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.dag.node_edits import NODE_EDITS, apply_node_edit
+from bottleneck_oracle.dag.node_edits import NODE_EDITS, apply_node_edit, picks_nothing
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.truth.edits import Edit, EditKind
 from bottleneck_oracle.whatif.fix import apply_fix
@@ -63,7 +63,7 @@ def compile_edits(a: Analysis, edits: list[Edit], step: int) -> Compiled:
         if edit.kind in NODE_EDITS:
             picked = apply_node_edit(g, pg, edit, speedup, edge_scale, cut)
             if not picked:
-                raise ConfigError(f"edit {edit}: the selector picks no node of this trace")
+                raise picks_nothing(edit)
             touched.append(picked)
         elif edit.kind == EditKind.FIX:
             hit, text = apply_fix(a, edit, step, edge_scale, speedup, cut)

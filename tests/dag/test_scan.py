@@ -20,10 +20,9 @@ from bottleneck_oracle.dag.collectives import collective_arrivals
 from bottleneck_oracle.dag.detectors import stragglers
 from bottleneck_oracle.dag.findings import strongest
 from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
-from bottleneck_oracle.dag.longest_path import longest_path
 from bottleneck_oracle.dag.scan import Scan, scan
 from bottleneck_oracle.dag.severity import bound_findings
-from bottleneck_oracle.dag.whatif import weights_with
+from bottleneck_oracle.dag.whatif import replay, weights_with
 from bottleneck_oracle.errors import ConfigError, TraceFormatError
 from bottleneck_oracle.executor import LocalExecutor, RayExecutor
 from bottleneck_oracle.synth import SynthConfig, synthesize
@@ -59,8 +58,8 @@ def _job_replay(a: Analysis, text: str) -> dict[tuple[int, int], int] | None:
         c = compile_edits(a, [parse_edit(text)], a.steps[0].step)
     except ConfigError:
         return None
-    t, _ = longest_path(a.points.index, weights_with(a.points, c.speedup, c.edge_scale, c.cut))
-    return {(r.step, r.rank): int(t[r.window_points(t)[1]] - t[r.window_points(t)[0]]) for r in a.steps}
+    r = replay(a, [], weight=weights_with(a.points, c.speedup, c.edge_scale, c.cut))
+    return dict(zip(zip(r.step.tolist(), r.rank.tolist()), r.after_ns.tolist()))
 
 
 def _paths(steps) -> list[tuple[object, ...]]:  # type: ignore[no-untyped-def]
