@@ -3,7 +3,7 @@ rank at a time) with one executor, in a fresh process.
 
 Usage::
 
-    python _scale_worker.py TRACE_DIR MODE EXECUTOR WORKERS RESULT_JSON    # MODE: analyze, scan, lean, replay, lean-replay
+    python _scale_worker.py TRACE_DIR MODE EXECUTOR WORKERS RESULT_JSON    # MODE: analyze, scan, lean, replay, lean-replay, model, lean-model, lean-model-all
 
 Writes one JSON object: times, this process's peak RSS (the driver), each task's peak RSS where it ran (a Ray
 worker, or a local process), the sizes the driver held, a digest of the analysis (the same for every executor)
@@ -30,6 +30,7 @@ import orjson
 from bottleneck_oracle.dag.report import finding_to_dict
 
 EDIT = "scale op=allreduce x2"
+MAX_NODES = 200_000  # as step_graphs cuts a step for Predictor.predict: lean-model must equal model
 
 
 def _nbytes(obj: object) -> int:
@@ -123,6 +124,41 @@ def _replay(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
             "work_s": time.perf_counter() - t1, "replay_digest": _digest(sorted(walls.items()))}
 
 
+def _model_view(steps) -> tuple[str, list[float]]:  # type: ignore[no-untyped-def]
+    """A digest of every step's walk (node ids), and every step's predicted ms."""
+    return _digest([(s.step, s.node.tolist()) for s in steps]), [s.step_ms for s in steps]
+
+
+def _whole_model(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
+    from bottleneck_oracle.dag.analysis import analyze
+    from bottleneck_oracle.gnn.predict import Predictor
+    from bottleneck_oracle.gnn.scan_model import StepModel
+    from bottleneck_oracle.traces import read_trace
+
+    t0 = time.perf_counter()
+    trace = read_trace(trace_dir, executor=executor)
+    t1 = time.perf_counter()
+    a = analyze(trace)
+    walked = [StepModel(p.step, p.step_ms, p.node[p.on_path >= 0.5], p.node[:0], p.share[:0], p.on_path[:0], ())
+              for p in Predictor().predict(a)]
+    digest, ms = _model_view(walked)
+    return {"ranks": len(trace.ranks), "events": len(trace.events), "read_s": t1 - t0,
+            "work_s": time.perf_counter() - t1, "model_digest": digest, "model_ms": ms}
+
+
+def _scan_model(trace_dir: Path, executor, max_nodes: int | None) -> dict:  # type: ignore[no-untyped-def]
+    from bottleneck_oracle.dag.scan import scan
+    from bottleneck_oracle.gnn.scan_model import model_rounds
+
+    t0 = time.perf_counter()
+    s = scan([trace_dir], executor, critical_paths=False, then=model_rounds(max_nodes=max_nodes))
+    digest, ms = _model_view(s.then.steps)  # type: ignore[attr-defined]
+    return {"ranks": len(s.ranks), "events": s.events, "read_s": 0.0, "work_s": time.perf_counter() - t0,
+            "summary_bytes": list(s.summary_bytes), "task_peaks": list(s.task_peak_bytes),
+            "map_s": s.seconds["map"], "reduce_s": s.seconds["reduce"], "then_s": s.seconds["then"],
+            **({"model_digest": digest, "model_ms": ms} if max_nodes else {"all_model_ms": ms})}
+
+
 def _scan(trace_dir: Path, executor, paths: bool = True, replay: bool = False) -> dict:  # type: ignore[no-untyped-def]
     from bottleneck_oracle.dag.scan import scan
     from bottleneck_oracle.truth.edits import parse_edit
@@ -159,6 +195,10 @@ def main(argv: list[str]) -> int:
         row = _analyze(trace_dir, executor)
     elif mode == "replay":
         row = _replay(trace_dir, executor)
+    elif mode == "model":
+        row = _whole_model(trace_dir, executor)
+    elif mode in ("lean-model", "lean-model-all"):
+        row = _scan_model(trace_dir, executor, MAX_NODES if mode == "lean-model" else None)
     else:
         row = _scan(trace_dir, executor, paths=mode == "scan", replay=mode == "lean-replay")
     out.write_text(json.dumps({

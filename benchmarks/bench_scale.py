@@ -12,6 +12,9 @@ critical paths segment by segment, stragglers, every finding with the causes, GP
 whole analysis's.
 ``--modes replay,lean-replay`` replays an edit (``scale op=allreduce x2``) over the job's whole graph and rank by
 rank (``oracle scan --no-paths --whatif``): every step's wall on every rank under it must be the same.
+``--modes model,lean-model,lean-model-all`` asks the graph model: ``Predictor.predict`` on the whole analysis, and
+rank by rank (``oracle scan --no-paths --model``) with steps cut to 200,000 nodes as the whole one cuts them (every
+step's walk the same, its predicted time within 1e-5), and with no cut (every rank of every step).
 Usage: ``python benchmarks/bench_scale.py [--ranks 64,256,1024] [--local-only] [--scan-only] [--modes M,...]
 [--out DIR]``;
 ``--ranks 4096 --local-only`` is the largest job this 24 GB machine analyses whole (Ray's driver holds more
@@ -74,8 +77,10 @@ def main(argv: list[str]) -> int:
         raw_gz = sum(f.stat().st_size for f in files)
         runs = [measure(folder, mode, kind, workers) for mode in modes for kind, workers in executors]
         assert len({r["digest"] for r in runs if r["mode"] == "analyze"}) <= 1, f"{ranks} ranks: the executors disagree"
-        for key in ("scan_digest", "lean_digest", "replay_digest"):
+        for key in ("scan_digest", "lean_digest", "replay_digest", "model_digest"):
             assert len({r[key] for r in runs if key in r}) <= 1, f"{ranks} ranks: a scan disagrees ({key})"
+        predicted = [r["model_ms"] for r in runs if "model_ms" in r]
+        assert all(abs(a / b - 1) < 1e-5 for ms in predicted for a, b in zip(ms, predicted[0])), f"{ranks} ranks: model"
         rows += [{**r, "raw_gz_mb": raw_gz / MB} for r in runs]
     (args.out / "bench_scale.json").write_text(json.dumps(rows, indent=1))
     print(f"{'ranks':>6}{'events':>12}{'gz MB':>7}{'mode':>8}{'executor':>9}{'wall s':>8}{'start s':>8}{'read s':>7}"

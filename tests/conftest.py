@@ -50,6 +50,21 @@ def run_oracle(*args: object, env: dict[str, str] | None = None,
                           text=True, timeout=timeout, env=env)
 
 
+def counted_reads(monkeypatch: pytest.MonkeyPatch) -> dict[Path, int]:
+    """How many times a scan's tasks read each rank file (in this process: ``LocalExecutor(1)``)."""
+    from bottleneck_oracle.dag import scan_rounds
+
+    reads: dict[Path, int] = {}
+    read = scan_rounds.read_rank
+
+    def counted(p: Path, named: bool):  # type: ignore[no-untyped-def]
+        reads[p] = reads.get(p, 0) + 1
+        return read(p, named)
+
+    monkeypatch.setattr(scan_rounds, "read_rank", counted)
+    return reads
+
+
 @pytest.fixture(scope="module")
 def ray_cluster():  # type: ignore[no-untyped-def]
     """A local Ray of two worker CPUs for the module's tests, the one the executor joins."""

@@ -36,6 +36,9 @@ def scan_command(
         "--whatif", metavar="EDIT", help="Replay a node edit, repeatable: 'scale SELECTOR xK', 'remove SELECTOR', "
         "'set SELECTOR MS' (as oracle whatif's); every step's wall time under it, oracle whatif's replay to the "
         "digit.")] = None,
+    model: Annotated[bool, typer.Option(
+        "--model", help="Also ask the graph model, rank by rank: each step's predicted wall time and the critical "
+        "path its walk finds, as oracle whatif's gnn has them.")] = False,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
 ) -> None:
@@ -46,6 +49,7 @@ def scan_command(
     from bottleneck_oracle.dag.report import scan_to_dict
     from bottleneck_oracle.dag.scan import scan
     from bottleneck_oracle.executor import executor_of
+    from bottleneck_oracle.gnn.scan_model import model_rounds, model_to_dict
     from bottleneck_oracle.truth.edits import parse_edit
 
     settings = settings_for(executor, ray_address)
@@ -53,9 +57,11 @@ def scan_command(
     with bar(stderr(), "scan") as progress:
         task = progress.add_task("", total=None)
         s = scan(paths, executor_of(settings), partial=partial, steps_from=steps_from, critical_paths=critical_paths,
-                 edits=edits,
+                 edits=edits, then=model_rounds() if model else None,
                  progress=lambda what, n, total: progress.update(task, description=what, completed=n, total=total))
     data = scan_to_dict(s)
+    if model:
+        data["model"] = model_to_dict(s.then, s)  # type: ignore[arg-type]
     if as_json:
         print_json(data)
         return
@@ -76,6 +82,7 @@ def scan_command(
         _stragglers(data, console, verbose)
     _gpu_table(data, console)
     _whatif_table(data, console)
+    _model_table(data, console)
     where = " ".join(str(p) for p in paths)
     if not critical_paths:
         paragraph(console, f"Every detector and the cause of each slow step: oracle scan {where} (with the paths)",
@@ -155,6 +162,23 @@ def _whatif_table(data: dict, console: Console) -> None:
     console.print(rows)
     paragraph(console, "The edited graph replayed: the DAG's dependencies decide again what waits for what; "
               "interference the edit changes is not in it (oracle whatif also asks the graph model).", indent=0)
+
+
+def _model_table(data: dict, console: Console) -> None:
+    """Each step's wall time as the graph model predicts it, and the largest node of its walk."""
+    m = data.get("model")
+    if m is None:
+        return
+    cols = ("step", "recorded", "model", "error", "walk", "largest on the walk")
+    rows = table("The graph model, rank by rank (ms; walk: the nodes its critical path visits)", cols,
+                 right=cols[:5], wide=("largest on the walk",))
+    for r in m["steps"]:
+        err = (r["model_ms"] - r["recorded_ms"]) / r["recorded_ms"] if r["recorded_ms"] else 0.0
+        first = r["top"][0] if r["top"] else None
+        rows.add_row(str(r["step"]), f"{r['recorded_ms']:.3f}", f"{r['model_ms']:.3f}", f"{err:+.0%}",
+                     f"{r['walk_nodes']:,} on {len(r['walk_ranks'])} rank(s)",
+                     f"rank {first['rank']}: {first['name']} ({first['share']:.0%})" if first else "")
+    console.print(rows)
 
 
 def _gpu_table(data: dict, console: Console) -> None:

@@ -17,7 +17,7 @@ from bottleneck_oracle.dag._kernels import lane_nesting
 from bottleneck_oracle.dag.collectives import (
     CollectiveMatch, CommNodes, comm_nodes, completion_ns, last_arrival_ns, match_collectives, pair_gloo_calls,
 )
-from bottleneck_oracle.dag.graph import CollectiveTable, ExecGraph
+from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.grouping import positions_by
 from bottleneck_oracle.dag.handoffs import handoff_edges, idle_resumes
 from bottleneck_oracle.dag.job_collectives import JobCollectives

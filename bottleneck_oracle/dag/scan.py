@@ -7,8 +7,9 @@ the breakdown of its wall time (stitched from each rank's chains, ``dag/job_path
 GPU timeline and the ranks that reached collectives late; with the paths, a last round runs every detector on
 each rank's graph with its steps' paths and joins their findings with each slow step's cause
 (``dag/scan_findings.py``); with edits, it reduces each rank's edited point graph to its boundary and the driver
-replays the job from those (``dag/rank_replay.py``). Every number equals ``analyze``'s on the whole trace. The
-edits that read the job's whole graph (``fix``, the structural ones) and the graph model are ``analyze``'s alone.
+replays the job from those (``dag/rank_replay.py``); rounds asked for after its own run on the kept traces (the
+graph model's, ``gnn/scan_model.py``). Every number equals ``analyze``'s on the whole trace. The edits that read
+the job's whole graph (``fix``, the structural ones) are ``analyze``'s alone.
 
 A file is parsed once: between the rounds its trace waits on the node that read it, and its next task is sent
 there. The driver holds the summaries only: each rank's members and chains, then its steps' paths.
@@ -21,7 +22,7 @@ import shutil
 import tempfile
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -41,7 +42,7 @@ from bottleneck_oracle.dag.job_paths import JobPaths, PlacedPaths
 from bottleneck_oracle.dag.path_nodes import p2p_peers
 from bottleneck_oracle.dag.rank_replay import ScanWhatIf, check_node_edits, scan_whatif
 from bottleneck_oracle.dag.scan_findings import RankPathsOf, for_rank, job_findings
-from bottleneck_oracle.dag.scan_rounds import Progress, Stopwatch, keys_task, last_task, mapped, summary_task
+from bottleneck_oracle.dag.scan_rounds import KeptJob, Progress, Stopwatch, keys_task, last_task, mapped, summary_task
 from bottleneck_oracle.dag.severity import bound_findings
 from bottleneck_oracle.dag.slow_steps import SlowStep, find_slow_steps, partial_steps
 from bottleneck_oracle.dag.summary import (
@@ -89,6 +90,7 @@ class Scan:
             matching and the cross-rank stage, in this process).
         names (NodeNames): the name of every node on a step's critical path, and of every member.
         whatif (ScanWhatIf | None): every step's wall time on every rank under the edits asked for (None: none).
+        then (object): what the rounds asked to run after the scan's own gave (``scan(then=...)``; None: none).
     """
 
     ranks: tuple[int, ...]
@@ -110,11 +112,15 @@ class Scan:
     seconds: dict[str, float]
     names: NodeNames
     whatif: ScanWhatIf | None = None
+    then: object = None
+
+
+Then = Callable[[KeptJob, Scan], object]  # rounds run after the scan's own, on the ranks' kept traces
 
 
 def scan(paths: Sequence[Path], executor: Executor, *, partial: bool = False, steps_from: str | None = None,
          critical_paths: bool = True, align_clocks: bool = True, edits: Sequence[Edit] = (),
-         progress: Progress | None = None) -> Scan:
+         progress: Progress | None = None, then: Then | None = None) -> Scan:
     """Scans the job in ``paths`` (files or folders, one file per rank), one task per rank file on ``executor``.
 
     Args:
@@ -122,6 +128,8 @@ def scan(paths: Sequence[Path], executor: Executor, *, partial: bool = False, st
             driver then holds each rank's chains, tens of bytes per event; without, its members only).
         edits (Sequence[Edit]): node edits (``scale``, ``remove``, ``set``) to replay: every step's wall time
             under them (``Scan.whatif``).
+        then: more rounds, given the ranks' kept traces and what the scan found (the graph model's,
+            ``gnn/scan_model.py``); what they give is ``Scan.then``.
 
     Between the rounds, each rank's parsed trace waits in the temporary folder of the node that read it
     (``tempfile.gettempdir()``), and its next task is sent there; the folder is removed at the end.
@@ -135,13 +143,14 @@ def scan(paths: Sequence[Path], executor: Executor, *, partial: bool = False, st
     spill = Path(tempfile.gettempdir()) / f"oracle-scan-{uuid.uuid4().hex}"
     try:
         return _scan(trace_files(paths), executor, spill, partial, (steps_from, critical_paths, tuple(edits)),
-                     align_clocks, progress)
+                     align_clocks, progress, then)
     finally:
         shutil.rmtree(spill, ignore_errors=True)  # this node's; a cluster's other nodes' are taken by round 2
 
 
 def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, partial: bool,
-          how: tuple[str | None, bool, tuple[Edit, ...]], align_clocks: bool, progress: Progress | None) -> Scan:
+          how: tuple[str | None, bool, tuple[Edit, ...]], align_clocks: bool, progress: Progress | None,
+          then: Then | None) -> Scan:
     steps_from, paths, edits = how
     last = paths or bool(edits)  # a last round follows round 2
     items = [(p, named, spill / f"{i}.trace") for i, (p, named) in enumerate(files)]
@@ -159,7 +168,7 @@ def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, parti
     rank_items = [item for _, item in ranked]
     near = [where[item[2]] for item in rank_items]
     frame = JobFrame.of(keys)
-    summarised = (steps_from, paths, not last)
+    summarised = (steps_from, paths, not last and then is None)  # the trace is taken by the last round
     with clock("reduce"):
         jobs, table = match_job(keys, frame)
     with clock("map"):
@@ -193,7 +202,7 @@ def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, parti
             complete = [r for r in out.steps if (r.step, r.rank) not in out.partial_steps]
             given = _given(summaries, base, frame, out, complete, table) if paths else [None] * len(summaries)
         with clock("map"):
-            done = mapped(executor, last_task, [(*item, job, steps_from, g, edits) for item, job, g in
+            done = mapped(executor, last_task, [(*item, job, steps_from, g, edits, then is None) for item, job, g in
                                                 zip(rank_items, jobs, given)],
                           "finding bottlenecks" if paths else "replaying the edits", progress, peak, near)
         with clock("reduce"):
@@ -205,6 +214,10 @@ def _scan(files: list[tuple[Path, bool]], executor: Executor, spill: Path, parti
                 out = replace(out, findings=tuple(findings), gpu_bound=tuple(b for f in found for b in f.gpu_bound))
             if edits:
                 out = replace(out, whatif=scan_whatif(edits, [r for _, r in done], frame.shift_ns, len(table.kind)))
+    if then is not None:
+        kept = KeptJob(executor, rank_items, jobs, near, steps_from, summaries, base, frame.shift_ns, progress, peak)
+        with clock("then"):
+            out = replace(out, then=then(kept, out))
     return replace(out, task_peak_bytes=tuple(peak[item[2]] for item in rank_items), seconds=dict(clock.seconds))
 
 

@@ -16,9 +16,14 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
 
 from bottleneck_oracle.dag.build import build_graph
+from bottleneck_oracle.dag.graph import ExecGraph
 from bottleneck_oracle.dag.job_collectives import JobCollectives
 from bottleneck_oracle.dag.job_paths import rank_points
 from bottleneck_oracle.dag.rank_replay import RankReplay, rank_replay
@@ -28,11 +33,12 @@ from bottleneck_oracle.executor import Executor
 from bottleneck_oracle.traces import Trace, read_rank
 from bottleneck_oracle.truth.edits import Edit
 
-__all__ = ["Progress", "Stopwatch", "keys_task", "last_task", "mapped", "summary_task"]
+__all__ = ["KeptJob", "Progress", "Stopwatch", "graph_task", "keys_task", "last_task", "mapped", "summary_task"]
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str, int, int], None]  # (round, ranks done, ranks)
+R = TypeVar("R")
 
 
 def keys_task(item: tuple[Path, bool, Path]) -> tuple[int, Path, int | None, RankKeys | None] | None:
@@ -62,15 +68,63 @@ def summary_task(item: tuple[Path, bool, Path, JobCollectives, str | None, bool,
     return rank_summary(_kept(path, named, spill, take=last), job, steps_from, paths)
 
 
-def last_task(item: tuple[Path, bool, Path, JobCollectives, str | None, RankPathsOf | None, tuple[Edit, ...]]
+def last_task(item: tuple[Path, bool, Path, JobCollectives, str | None, RankPathsOf | None, tuple[Edit, ...], bool]
               ) -> tuple[RankFindings | None, RankReplay | None]:
     """The last round of one file: its detectors on its steps' paths (given them), the replay of the edits (given
-    some)."""
-    path, named, spill, job, steps_from, given, edits = item
-    g = build_graph(_kept(path, named, spill, take=True), steps_from=steps_from, job=job)
+    some); ``take``: the trace is then removed (no round follows)."""
+    path, named, spill, job, steps_from, given, edits, take = item
+    g = build_graph(_kept(path, named, spill, take=take), steps_from=steps_from, job=job)
     points, heard = rank_points(g, job)
     return (findings_of_rank(g, points, given) if given is not None else None,
             rank_replay(g, points, job, heard, edits) if edits else None)
+
+
+def graph_task(item: tuple[Path, bool, Path, JobCollectives, str | None, Callable[..., object], object, bool]
+               ) -> object:
+    """A round after the scan's own: ``fn(graph, job, arg, state)``, where ``graph()`` builds the rank's graph as
+    the job's graph has it, and ``state`` is a file of this node where ``fn`` may keep what its next round on
+    the rank reads (it must do without, should the round run elsewhere). ``take``: both are then removed."""
+    path, named, spill, job, steps_from, fn, arg, take = item
+    state = spill.with_suffix(".state")
+    built: list[ExecGraph] = []
+
+    def graph() -> ExecGraph:
+        if not built:
+            built.append(build_graph(_kept(path, named, spill, take=False), steps_from=steps_from, job=job))
+        return built[0]
+    try:
+        return fn(graph, job, arg, state)
+    finally:
+        if take:
+            for f in (spill, state):
+                f.unlink(missing_ok=True)
+
+
+@dataclass
+class KeptJob:
+    """A scanned job whose ranks' traces still wait where round 1 read them, for rounds after the scan's own
+    (``scan(then=...)``): each rank's file, its collectives as the job matched them, its summary and first node in
+    the job's graph, and its clock's shift."""
+
+    executor: Executor
+    items: list[tuple[Path, bool, Path]]
+    jobs: list[JobCollectives]
+    near: list[str]
+    steps_from: str | None
+    summaries: list[RankSummary]
+    base: list[int]
+    shift_ns: np.ndarray
+    progress: Progress | None
+    peak: dict[Path, int]
+
+    def map(self, fn: Callable[..., R], args: Sequence[object], what: str, part: slice = slice(None),
+            last: bool = False) -> list[R]:
+        """``fn(graph, job, arg, state)`` (``graph_task``) on every rank (of ``part`` of them), ``args`` one per rank,
+        in order; ``last``: no round follows on these ranks, their traces and states are removed."""
+        ranks = range(len(self.items))[part]
+        return mapped(self.executor, graph_task, [(*self.items[i], self.jobs[i], self.steps_from, fn, arg, last)
+                                                  for i, arg in zip(ranks, args)], what, self.progress, self.peak,
+                      [self.near[i] for i in ranks])
 
 
 def _kept(path: Path, named: bool, spill: Path, take: bool) -> Trace:

@@ -22,8 +22,8 @@ from bottleneck_oracle.dag.op_classes import COLLECTIVES, HASH_BUCKETS, OP_CLASS
 from bottleneck_oracle.dag.types import EdgeType, NodeKind, Role
 
 __all__ = [
-    "NODE_TYPES", "FEATURES", "COLUMN", "REMOVED_LOG_SPEEDUP", "StepGraph", "step_graphs", "node_ranks",
-    "time_columns",
+    "NODE_TYPES", "FEATURES", "COLUMN", "REMOVED_LOG_SPEEDUP", "GraphColumns", "StepGraph", "step_graphs",
+    "step_features", "typed_edges", "node_ranks", "time_columns",
 ]
 
 NODE_TYPES = ("cpu_op", "annotation", "runtime", "kernel", "memcpy", "comm")
@@ -88,13 +88,75 @@ def _node_types(g: ExecGraph) -> np.ndarray:
     return table[g.kind]
 
 
+@dataclass(frozen=True, slots=True)
+class GraphColumns:
+    """What every step of one graph reads: each node's type, its name's op class, collective type and hash
+    bucket, its lane's slot, and each (rank, step)'s start in the CPU program."""
+
+    ntype: np.ndarray
+    cache: dict[str, np.ndarray]
+    start_of: dict[tuple[int, int], int]
+
+    @classmethod
+    def of(cls, g: ExecGraph) -> GraphColumns:
+        op, coll, bucket = classify_strings(g.trace.strings)
+        # a node's place in its step's CPU program: a window opened late by a GPU running behind would clip it
+        start_of = {(int(r), int(s)): int(t) for r, s, t in zip(g.steps.rank, g.steps.step, g.steps.cpu_start_ns)}
+        return cls(_node_types(g), {"op": op, "coll": coll, "bucket": bucket, "lane_slot": _lane_slots(g)}, start_of)
+
+    def step_start(self, g: ExecGraph, nodes: np.ndarray, step: int) -> np.ndarray:
+        """int64 per node of ``nodes`` (all in ``step``): its rank's start of the step (0: not known)."""
+        return np.array([self.start_of.get((int(r), step), 0) for r in g.rank[nodes]], dtype=np.int64)
+
+
+def step_features(g: ExecGraph, columns: GraphColumns, nodes: np.ndarray, edges: tuple[np.ndarray, ...],
+                  step_start: np.ndarray, world: int, origin: int, longest_us: float | None = None) -> np.ndarray:
+    """float32[len(nodes), len(FEATURES)]: the features of a step's ``nodes``.
+
+    Args:
+        edges: (src, dst, type) of the step's edges as positions in ``nodes``; positions past them are nodes of
+            other ranks (they count in the degrees).
+        world: the job's ranks; ``origin``: the earliest rank's step start (ns, on ``g``'s clock).
+        longest_us: the longest rank's span of the step, when ``nodes`` are not all of the job's (one rank's).
+    """
+    src, dst, etype = edges
+    n = len(nodes)
+    in_deg, out_deg = np.bincount(dst, minlength=n)[:n], np.bincount(src, minlength=n)[:n]
+    x = _static_features(g, nodes, step_start, columns.cache, in_deg, out_deg, world, origin, longest_us)
+    _gap_columns(x, g, nodes, src, dst, etype)
+    _overlap_column(x, g, nodes)
+    return x
+
+
+def typed_edges(src: np.ndarray, dst: np.ndarray, etype: np.ndarray, t: np.ndarray,
+                bidirectional: bool) -> dict[tuple[str, str, str], np.ndarray]:
+    """(source type, relation, target type) → int64[2, E] positions: one relation per DAG edge type between two
+    node types (``t``: each position's), and its reverse with ``bidirectional``."""
+    edges: dict[tuple[str, str, str], np.ndarray] = {}
+    for e in np.unique(etype):
+        sel = etype == e
+        s, d = src[sel], dst[sel]
+        for ts in np.unique(t[s]):
+            for td in np.unique(t[d]):
+                pick = (t[s] == ts) & (t[d] == td)
+                if not pick.any():
+                    continue
+                rel = EdgeType(int(e)).name.lower()
+                pair = np.stack([s[pick], d[pick]])
+                edges[(NODE_TYPES[ts], rel, NODE_TYPES[td])] = pair
+                if bidirectional:
+                    edges[(NODE_TYPES[td], f"rev_{rel}", NODE_TYPES[ts])] = pair[::-1].copy()
+    return edges
+
+
 def _static_features(g: ExecGraph, nodes: np.ndarray, step_start: np.ndarray, cache: dict[str, np.ndarray],
-                     in_deg: np.ndarray, out_deg: np.ndarray) -> np.ndarray:
+                     in_deg: np.ndarray, out_deg: np.ndarray, world: int, origin: int,
+                     longest_us: float | None) -> np.ndarray:
     ev = g.trace.events
     x = np.zeros((len(nodes), len(FEATURES)), dtype=np.float32)
     dur_us = g.dur_ns[nodes] / 1e3
     start_us = np.maximum(g.start_ns[nodes] - step_start, 0) / 1e3
-    world = max(len(g.trace.ranks), 1)
+    world = max(world, 1)
     rank = g.rank[nodes]
     x[:, COLUMN["rank_frac"]] = rank / max(world - 1, 1)
     x[:, COLUMN["log2_world"]] = np.log2(world)
@@ -119,10 +181,8 @@ def _static_features(g: ExecGraph, nodes: np.ndarray, step_start: np.ndarray, ca
     x[rows, COLUMN["hash_0"] + bucket] = 1
     # start against the earliest rank's step start: comparable across ranks, as a walk along
     # collective edges needs
-    known = step_start[step_start > 0]
-    origin = known.min() if len(known) else g.start_ns[nodes].min()
     x[:, COLUMN["gstart_ms"]] = (g.start_ns[nodes] - origin) / 1e6 / _MS
-    time_columns(x, dur_us, start_us)
+    time_columns(x, dur_us, start_us, longest_us)
     return x
 
 
@@ -132,22 +192,23 @@ def node_ranks(x: np.ndarray) -> np.ndarray:
     return np.rint(x[:, COLUMN["rank_frac"]] * np.maximum(world - 1, 1)).astype(np.int64)
 
 
-def time_columns(x: np.ndarray, dur_us: np.ndarray, start_us: np.ndarray) -> None:
+def time_columns(x: np.ndarray, dur_us: np.ndarray, start_us: np.ndarray, longest_us: float | None = None) -> None:
     """Time features from durations and start offsets; the rank columns must be filled already.
 
     Besides the node's own times: how long its rank's step spans, how far the node
-    ends from that span's end, the span against the longest rank's, and whether
-    the node's rank is the longest.
+    ends from that span's end, the span against the longest rank's (``longest_us``, when
+    ``x`` holds some ranks only), and whether the node's rank is the longest.
     """
     end_us = start_us + dur_us
     rank = node_ranks(x)
     span = np.zeros(rank.max() + 1 if len(rank) else 1)
     np.maximum.at(span, rank, end_us)
     rank_span = span[rank]
+    longest = span.max() if longest_us is None else longest_us
     x[:, COLUMN["log_rank_span_us"]] = np.log1p(rank_span)
     x[:, COLUMN["log_to_rank_end_us"]] = np.log1p(rank_span - end_us)
-    x[:, COLUMN["rank_span_frac"]] = rank_span / max(span.max(), 1e-9)
-    x[:, COLUMN["longest_rank"]] = rank_span == span.max()
+    x[:, COLUMN["rank_span_frac"]] = rank_span / max(longest, 1e-9)
+    x[:, COLUMN["longest_rank"]] = rank_span == longest
     x[:, COLUMN["log_dur_us"]] = np.log1p(dur_us)
     x[:, COLUMN["dur_ms"]] = dur_us / 1e3 / _MS
     x[:, COLUMN["log_start_us"]] = np.log1p(start_us)
@@ -249,16 +310,12 @@ def step_graphs(a: Analysis, *, bidirectional: bool = True, max_nodes: int = 200
     what is kept); a step whose longest rank alone is larger is skipped.
     """
     g = a.graph
-    ntype = _node_types(g)
-    op, coll, bucket = classify_strings(g.trace.strings)
-    cache = {"op": op, "coll": coll, "bucket": bucket, "lane_slot": _lane_slots(g)}
+    columns = GraphColumns.of(g)
     complete = {r.step for r in a.steps if r.step >= 0} - {s for s, _ in a.partial_steps}
     if steps:
         complete &= set(steps)
     step_of = g.step
-    # a node's place in its step's CPU program: a window opened late by a GPU running behind would clip it
-    start_of = {(int(r), int(s)): int(t) for r, s, t in zip(g.steps.rank, g.steps.step, g.steps.cpu_start_ns)}
-    keep = (ntype >= 0) & (g.role != Role.STEP)
+    keep = (columns.ntype >= 0) & (g.role != Role.STEP)
     out = []
     for step in sorted(complete):
         nodes = _bounded(g, np.flatnonzero(keep & (step_of == step)), max_nodes)
@@ -269,27 +326,12 @@ def step_graphs(a: Analysis, *, bidirectional: bool = True, max_nodes: int = 200
         src, dst = local[g.edge_src], local[g.edge_dst]
         inside = (src >= 0) & (dst >= 0)
         src, dst, etype = src[inside], dst[inside], g.edge_type[inside]
-        in_deg = np.bincount(dst, minlength=len(nodes))
-        out_deg = np.bincount(src, minlength=len(nodes))
-        step_start = np.array([start_of.get((int(r), step), 0) for r in g.rank[nodes]], dtype=np.int64)
-        x = _static_features(g, nodes, step_start, cache, in_deg, out_deg)
-        _gap_columns(x, g, nodes, src, dst, etype)
-        _overlap_column(x, g, nodes)
-        t = ntype[nodes]
-        edges: dict[tuple[str, str, str], np.ndarray] = {}
-        for e in np.unique(etype):
-            sel = etype == e
-            s, d = src[sel], dst[sel]
-            for ts in np.unique(t[s]):
-                for td in np.unique(t[d]):
-                    pick = (t[s] == ts) & (t[d] == td)
-                    if not pick.any():
-                        continue
-                    rel = EdgeType(int(e)).name.lower()
-                    pair = np.stack([s[pick], d[pick]])
-                    edges[(NODE_TYPES[ts], rel, NODE_TYPES[td])] = pair
-                    if bidirectional:
-                        edges[(NODE_TYPES[td], f"rev_{rel}", NODE_TYPES[ts])] = pair[::-1].copy()
+        step_start = columns.step_start(g, nodes, step)
+        known = step_start[step_start > 0]
+        origin = int(known.min() if len(known) else g.start_ns[nodes].min())
+        x = step_features(g, columns, nodes, (src, dst, etype), step_start, len(g.trace.ranks), origin)
+        t = columns.ntype[nodes]
+        edges = typed_edges(src, dst, etype, t, bidirectional)
         step_ms, on_path, share, path = _labels(a, step, nodes, local)
         out.append(StepGraph(step=step, node=nodes, ntype=t, x=x, edges=edges, step_ms=step_ms,
                              on_path=on_path, share=share, path=path))

@@ -26,6 +26,7 @@ of message passing cannot see.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -87,6 +88,16 @@ class Output:
     edge_logit: dict[tuple[str, str, str], Tensor]
 
 
+def _pin(h: dict[str, Tensor], pinned: Sequence[dict[str, tuple[Tensor, Tensor]]], k: int) -> dict[str, Tensor]:
+    if k >= len(pinned):
+        return h
+    out = dict(h)
+    for t, (rows, values) in pinned[k].items():
+        if t in out and len(rows):
+            out[t] = out[t].index_put((rows,), values)
+    return out
+
+
 def edge_times(x_src: Tensor, x_dst: Tensor, edge_index: Tensor) -> Tensor:
     """[E, 3] signed log µs: v's start - u's end, v's end - u's end, v's start - u's start, for u → v."""
     def ends(x: Tensor, i: Tensor) -> tuple[Tensor, Tensor]:
@@ -142,12 +153,8 @@ class HeteroGAT(nn.Module):
         return torch.log(after / span.max().clamp(min=1e-6))
 
     def forward(self, x: dict[str, Tensor], edge_index: dict[tuple[str, str, str], Tensor]) -> Output:
-        h = {t: torch.relu(self.encode[t](v)) for t, v in x.items()}
-        relations = set(self.config.relations)
-        edges = {k: v for k, v in edge_index.items() if k in relations and v.numel()}
-        for conv, norms in zip(self.convs, self.norms):
-            update = conv(h, edges) if edges else {}
-            h = {t: norms[t](v + self.drop(torch.relu(update[t])) if t in update else v) for t, v in h.items()}
+        edges = self.known_relations(edge_index)
+        h = self.embed(x, edges)
         world = x[next(iter(x))][0, _LOG2_WORLD].exp2() if x else torch.tensor(1.0)
         pooled = []
         for t in NODE_TYPES:
@@ -156,23 +163,77 @@ class HeteroGAT(nn.Module):
                 pooled += [torch.zeros(self.config.hidden), torch.zeros(self.config.hidden)]
             else:  # mean: what the step is like; per-rank sum: how much of it there is
                 pooled += [v.mean(0), self.pool(v).sum(0) / world / 1e3]
-        context = torch.cat(pooled)
+        return self.readout(x, h, edges, torch.cat(pooled))
+
+    def known_relations(self, edge_index: dict[tuple[str, str, str], Tensor]) -> dict[tuple[str, str, str], Tensor]:
+        """The edges of the relations the model was built with (an unseen one is ignored), none empty."""
+        relations = set(self.config.relations)
+        return {k: v for k, v in edge_index.items() if k in relations and v.numel()}
+
+    def embed(self, x: dict[str, Tensor], edges: dict[tuple[str, str, str], Tensor],
+              pinned: Sequence[dict[str, tuple[Tensor, Tensor]]] = (), layers: int | None = None,
+              resume: tuple[int, dict[str, Tensor]] | None = None) -> dict[str, Tensor]:
+        """Every node's embedding after ``layers`` rounds of message passing (all of them by default).
+
+        Args:
+            pinned: per round (0: the encoding), type → (rows, values) that replace those rows' embeddings after it:
+                nodes whose embeddings another process computes (a rank's neighbours on other ranks).
+            resume: (j, the embeddings after j rounds, ``pinned[j]`` not applied yet): go on from there.
+        """
+        j, h = (0, {t: torch.relu(self.encode[t](v)) for t, v in x.items()}) if resume is None else resume
+        h = _pin(h, pinned, j)
+        for k in range(j, self.config.layers if layers is None else layers):
+            update = self.convs[k](h, edges) if edges else {}
+            h = {t: self.norms[k][t](v + self.drop(torch.relu(update[t])) if t in update else v) for t, v in h.items()}
+            h = _pin(h, pinned, k + 1)
+        return h
+
+    def pooled_sums(self, h: dict[str, Tensor]) -> Tensor:
+        """float64[types, 2 * hidden + 1]: per node type, the sum of the embeddings, of their pooling, and their
+        count; summed over parts of a step, ``context_of`` makes them the step's context."""
+        rows = []
+        for t in NODE_TYPES:
+            v = h.get(t)
+            if v is None or not len(v):
+                rows.append(torch.zeros(2 * self.config.hidden + 1, dtype=torch.float64))
+            else:
+                rows.append(torch.cat([v.sum(0), self.pool(v).sum(0), torch.tensor([len(v)])]).double())
+        return torch.stack(rows)
+
+    def context_of(self, sums: Tensor, world: float) -> Tensor:
+        """The step's context (what ``forward`` pools) from ``pooled_sums`` added over the step's parts."""
+        hidden, pooled = self.config.hidden, []
+        for row in sums:
+            count = float(row[-1])
+            if count == 0:
+                pooled += [torch.zeros(hidden), torch.zeros(hidden)]
+            else:
+                pooled += [(row[:hidden] / count).float(), (row[hidden:2 * hidden] / world / 1e3).float()]
+        return torch.cat(pooled)
+
+    def readout(self, x: dict[str, Tensor], h: dict[str, Tensor], edges: dict[tuple[str, str, str], Tensor],
+                context: Tensor, rows: dict[str, Tensor] | None = None) -> Output:
+        """The heads, given the embeddings ``h`` and the step's ``context``; with ``rows`` (type → rows), the node
+        heads and the step time of those rows only (a rank's own nodes among its neighbours')."""
         on_path, share, terminal, stop, kappa, proposals, gains = {}, {}, {}, {}, {}, [], []
         for t, v in h.items():
+            xt = x[t]
+            if rows is not None:
+                v, xt = v[rows[t]], xt[rows[t]]
             if not len(v):
                 continue
             z = torch.cat([v, context.expand(len(v), -1)], dim=1)
             out = self.node_head(z)
             on_path[t], share[t] = out[:, 0], torch.sigmoid(out[:, 1])
             terminal[t], stop[t] = out[:, 2], out[:, 3]
-            base = x[t][:, _LOG_END] - _LOG_US_PER_MS
+            base = xt[:, _LOG_END] - _LOG_US_PER_MS
             proposals.append(base + self.time_head(z)[:, 0])
-            saved_ms = torch.expm1(x[t][:, _LOG_SAVED]) / 1e3
+            saved_ms = torch.expm1(xt[:, _LOG_SAVED]) / 1e3
             if bool((saved_ms > 0).any()):  # the share of each node's saved time its rank gets back
                 gains.append((t, _MAX_GAIN * torch.sigmoid(self.gain_head(z)[:, 0]) * saved_ms))
             if t == _INTERFERED:
                 kappa[t] = torch.sigmoid(self.interference_head(z)[:, 0])
-        log_observed = torch.cat(proposals).max()
+        log_observed = torch.cat(proposals).max() if proposals else torch.tensor(-math.inf)
         log_step = (log_observed + self._log_gain_factor(x, gains)).reshape(1)
         return Output(on_path, share, log_step, kappa, terminal, stop, self._edge_logits(x, h, edges))
 

@@ -14,7 +14,7 @@ from bottleneck_oracle.dag.critical_path import StepReport
 from bottleneck_oracle.dag.job_paths import JobPaths, PlacedPaths
 from bottleneck_oracle.dag.summary import JobFrame, RankSummary, match_job, rank_keys, rank_summary
 from bottleneck_oracle.traces import read_rank, read_trace, trace_files
-from tests.conftest import DATA, REAL, REPO
+from tests.conftest import DATA, REAL
 
 _NONE = np.zeros(0, dtype=np.int64)
 

@@ -20,7 +20,7 @@ from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.edits import parse_edit
 from bottleneck_oracle.whatif.compile import compile_edits
 from bottleneck_oracle.whatif.predict import predict_whatif
-from tests.conftest import DATA, REAL
+from tests.conftest import DATA, REAL, counted_reads
 from tests.dag.test_scan import _job, _job_replay
 from tests.test_executor import multi_rank_folders
 
@@ -111,16 +111,7 @@ def test_a_graph_reduced_to_any_boundary_keeps_its_longest_paths(seed: int) -> N
 
 def test_the_replay_round_reads_the_trace_its_node_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the paths the replay is the last round: it takes the rank's trace round 1 left, reading no file."""
-    from bottleneck_oracle.dag import scan_rounds
-
-    reads: dict[Path, int] = {}
-    read = scan_rounds.read_rank
-
-    def counted(p: Path, named: bool):  # type: ignore[no-untyped-def]
-        reads[p] = reads.get(p, 0) + 1
-        return read(p, named)
-
-    monkeypatch.setattr(scan_rounds, "read_rank", counted)
+    reads = counted_reads(monkeypatch)
     s = scan([DATA / "gloo_checkpoint_stall"], LocalExecutor(1), critical_paths=False,
              edits=[parse_edit("scale op=allreduce x2")])
     assert s.whatif is not None and len(s.whatif.after_ns) == len(s.steps)

@@ -87,3 +87,30 @@ def test_directed_and_bidirectional_variants_build_from_config() -> None:
     config = ModelConfig(relations=(("kernel", "stream_next", "kernel"),), bidirectional=False, hidden=8, layers=1)
     model = HeteroGAT(ModelConfig.from_json(config.to_json()))
     assert model.config == config
+
+
+def test_a_graph_split_in_parts_embeds_and_reads_out_as_the_whole() -> None:
+    """What a rank computes: the step's context from its parts' pooled sums, and a row's embeddings pinned from
+    elsewhere (a halo) carried into the next layer: the forward pass's, and changed when the pinned rows change."""
+    a, _ = synth_case("tiny", dp=2)
+    g = step_graphs(a)[0]
+    model = small_model(g).eval()
+    x, edges, _ = model_inputs(g)
+    with torch.no_grad():
+        whole = model(x, edges)
+        h = model.embed(x, model.known_relations(edges))
+        halves = {t: (v[: len(v) // 2], v[len(v) // 2:]) for t, v in h.items()}
+        sums = sum(model.pooled_sums({t: p[i] for t, p in halves.items()}) for i in (0, 1))
+        context = model.context_of(sums, world=2)  # type: ignore[arg-type]
+        again = model.readout(x, h, model.known_relations(edges), context)
+        assert torch.allclose(again.log_step_ms, whole.log_step_ms, atol=1e-6)
+        for t in whole.on_path_logit:
+            assert torch.allclose(again.on_path_logit[t], whole.on_path_logit[t], atol=1e-5)
+        # the first layer's embeddings of some kernels pinned to what they are: nothing moves; pinned elsewhere: the
+        # layers after read them
+        one = model.embed(x, model.known_relations(edges), layers=1)
+        rows = torch.arange(3)
+        same = model.embed(x, model.known_relations(edges), [{}, {"kernel": (rows, one["kernel"][rows])}])
+        moved = model.embed(x, model.known_relations(edges), [{}, {"kernel": (rows, one["kernel"][rows] + 1.0)}])
+    assert all(torch.allclose(same[t], h[t], atol=1e-6) for t in h)
+    assert not torch.allclose(moved["kernel"], h["kernel"], atol=1e-3)
