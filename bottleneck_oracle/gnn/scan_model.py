@@ -23,7 +23,7 @@ import math
 import pickle
 import shutil
 import tempfile
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -43,12 +43,13 @@ from bottleneck_oracle.gnn.rank_model import (
     model_round,
     rank_steps,
 )
-from bottleneck_oracle.gnn.walk import Scores, walk
+from bottleneck_oracle.gnn.walk import WalkPart, walk_parts
 
 __all__ = ["StepModel", "ScanModel", "model_rounds", "model_to_dict", "scan_model"]
 
 _COMM = NODE_TYPES.index("comm")
 _READOUT_CHUNK = 16  # ranks whose heads are read at once: the driver holds their scores until they are on disk
+_KEPT_PARTS = 8  # ranks' walk scores the walk keeps read
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +128,7 @@ def scan_model(kept: KeptJob, found: Scan, checkpoint: str, max_nodes: int | Non
     scale = float(torch.tensor(np.log2(world), dtype=torch.float32).exp2())
     context = {s: model.context_of(torch.from_numpy(v), scale).numpy() for s, v in sums.items()}
     spill = Path(tempfile.mkdtemp(prefix="oracle-model-"))
+    index: dict[int, dict[int, tuple[float, int, int, float]]] = defaultdict(dict)  # step -> rank -> its heads
     try:
         for lo in range(0, world, _READOUT_CHUNK):  # the heads, a chunk of ranks at a time, onto this disk
             part = slice(lo, lo + _READOUT_CHUNK)
@@ -137,9 +139,15 @@ def scan_model(kept: KeptJob, found: Scan, checkpoint: str, max_nodes: int | Non
             for rank, scores in zip(ranks[part], heads):
                 for s in scores:
                     (spill / f"{rank}-{s.step}.pkl").write_bytes(pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL))
+                    best = int(np.argmax(s.terminal))
+                    index[s.step][rank] = (float(s.terminal[best]), int(s.node[best]), len(s.edge), s.log_end)
         base = dict(zip(ranks, kept.base))
-        seen = sorted({lk.step for lks in links for lk in lks})  # a step too large for any rank alone is left out
-        return ScanModel(checkpoint, tuple(_walked(spill, step, ranks, base) for step in seen))
+        out = []
+        for step in sorted(index):  # a step too large for any rank alone has none
+            mine = [r for r in ranks if r in index[step]]
+            heads = [index[step][r] for r in mine]
+            out.append(_walked(spill, step, mine, base, heads, sum(h[2] for h in heads)))
+        return ScanModel(checkpoint, tuple(out))
     finally:
         shutil.rmtree(spill, ignore_errors=True)
 
@@ -273,48 +281,49 @@ def _cross_edges(kept: KeptJob, first: list[RankSteps]) -> list[tuple[int, int, 
     return out + [e for e in sends if (e[2], e[3], e[0], e[1]) not in ordering]
 
 
-def _walked(spill: Path, step: int, ranks: list[int], base: dict[int, int]) -> StepModel:
-    """The walk over every rank's scores of ``step``, and the step's predicted wall time."""
-    parts: list[tuple[int, RankScores]] = []
-    for rank in ranks:
-        path = spill / f"{rank}-{step}.pkl"
-        if path.exists():
-            parts.append((rank, pickle.loads(path.read_bytes())))
-    offset, at = {}, 0
-    for rank, p in parts:
-        offset[rank] = at
-        at += len(p.node)
-    nodes = {rank: p.node for rank, p in parts}
+class _StepParts:
+    """One step's walk scores, a rank at a time from the driver's disk, the last ``_KEPT_PARTS`` read kept."""
 
-    def position(rank: np.ndarray, node: np.ndarray) -> np.ndarray:
-        out = np.zeros(len(node), dtype=np.int64)
-        for r in np.unique(rank).tolist():
-            pick = rank == r
-            out[pick] = offset[r] + np.searchsorted(nodes[r], node[pick])
-        return out
+    def __init__(self, spill: Path, step: int, ranks: list[int]) -> None:
+        self.files = [spill / f"{rank}-{step}.pkl" for rank in ranks]
+        self.kept: OrderedDict[int, tuple[RankScores, WalkPart]] = OrderedDict()
+        self.part_of = {rank: k for k, rank in enumerate(ranks)}
 
-    src, dst, edge = [], [], []
-    for rank, p in parts:
-        src.append(position(p.edge_rank, p.edge_src))
-        dst.append(offset[rank] + np.searchsorted(p.node, p.edge_dst))
-        edge.append(p.edge)
-    cat = lambda xs: torch.from_numpy(np.concatenate([x for x in xs])) if xs else torch.zeros(0)  # noqa: E731
-    visited = walk(Scores(cat(src), cat(dst), cat(edge), cat([p.terminal for _, p in parts]),
-                          cat([p.stop for _, p in parts])))
+    def scores(self, k: int) -> RankScores:
+        return self._get(k)[0]
+
+    def walk_part(self, k: int) -> WalkPart:
+        return self._get(k)[1]
+
+    def _get(self, k: int) -> tuple[RankScores, WalkPart]:
+        if k not in self.kept:
+            s: RankScores = pickle.loads(self.files[k].read_bytes())
+            src_part = np.array([self.part_of[r] for r in s.edge_rank.tolist()], dtype=np.int64)
+            self.kept[k] = (s, WalkPart.of(s.node, s.stop, s.edge_dst, src_part, s.edge_src, s.edge))
+            while len(self.kept) > _KEPT_PARTS:
+                self.kept.popitem(last=False)
+        self.kept.move_to_end(k)
+        return self.kept[k]
+
+
+def _walked(spill: Path, step: int, ranks: list[int], base: dict[int, int], heads: list[tuple[float, int, int, float]],
+            edges: int) -> StepModel:
+    """The walk over every rank's scores of ``step``, entering a rank's as it goes, and the step's predicted wall time
+    (``heads``: per rank with nodes in the step, its best terminal logit, that node, its edges, its latest end)."""
+    start = max(range(len(heads)), key=lambda k: (heads[k][0], -k))  # the first of the best, as argmax takes it
+    parts = _StepParts(spill, step, ranks)
+    visited = walk_parts((start, heads[start][1]), parts.walk_part, edges)
     node, rank_of, share, on_path, names = [], [], [], [], []
-    for rank, p in parts:
-        mine = visited[offset[rank]:offset[rank] + len(p.node)]
-        node.append(p.node[mine] + base[rank])
-        rank_of.append(np.full(int(mine.sum()), rank, dtype=np.int64))
-        share.append(p.share[mine])
-        on_path.append((0.5 + 0.5 * p.on_path[mine]).astype(np.float32))
-        names += [p.names[i] for i in p.name[mine].tolist()]
-    log_end = max((p.log_end for _, p in parts), default=-math.inf)
-    empty = np.zeros(0)
-    return StepModel(step, math.exp(log_end), np.concatenate(node) if node else empty.astype(np.int64),
-                     np.concatenate(rank_of) if rank_of else empty.astype(np.int64),
-                     np.concatenate(share) if share else empty.astype(np.float32),
-                     np.concatenate(on_path) if on_path else empty.astype(np.float32), tuple(names))
+    for k in sorted(visited):
+        p = parts.scores(k)
+        at = np.searchsorted(p.node, visited[k])
+        node.append(p.node[at] + base[ranks[k]])
+        rank_of.append(np.full(len(at), ranks[k], dtype=np.int64))
+        share.append(p.share[at])
+        on_path.append((0.5 + 0.5 * p.on_path[at]).astype(np.float32))
+        names += [p.names[i] for i in p.name[at].tolist()]
+    return StepModel(step, math.exp(max(h[3] for h in heads)), np.concatenate(node), np.concatenate(rank_of),
+                     np.concatenate(share), np.concatenate(on_path), tuple(names))
 
 
 def model_to_dict(m: ScanModel, found: Scan, top: int = 5) -> dict[str, object]:

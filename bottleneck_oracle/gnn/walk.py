@@ -6,19 +6,22 @@ as what released v. The walk starts at the best terminal and steps back along
 the best-scored edge into the current node that it has not taken yet, until
 stopping scores higher than every such edge. Taking each edge once is what lets
 it come back to a parent after each of its children, as the true path does, and
-ends every walk. Trained as a softmax over each node's incoming edges and its
+ends every walk. ``walk_parts`` walks a graph held in parts (a rank's nodes each,
+``gnn/scan_model.py``), entering each as it goes. Trained as a softmax over each node's incoming edges and its
 stop (``path_loss``), the same scores serve both.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["Scores", "global_scores", "path_loss", "walk"]
+__all__ = ["Scores", "WalkPart", "global_scores", "path_loss", "walk", "walk_parts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,28 +92,65 @@ def path_loss(scores: Scores, path: np.ndarray) -> Tensor:
     return loss + torch.stack([t.sum() for t in terms]).sum() / (1 + len(steps))
 
 
+@dataclass(frozen=True, slots=True)
+class WalkPart:
+    """A part of a step graph's walk scores (one rank's nodes, or every node): its nodes and the edges into them.
+
+    Args:
+        node (np.ndarray): int64[n] its nodes' ids, increasing; ``stop``: float[n] their stop logits.
+        edge (np.ndarray): float64[E] the binding logit of each edge into them.
+        src_part, src (np.ndarray): int64[E] each edge's source: its part and node id.
+        order, first (np.ndarray): the edges by target: those into the i-th node are ``order[first[i]:first[i + 1]]``,
+            in their given order.
+    """
+
+    node: np.ndarray
+    stop: np.ndarray
+    edge: np.ndarray
+    src_part: np.ndarray
+    src: np.ndarray
+    order: np.ndarray
+    first: np.ndarray
+
+    @classmethod
+    def of(cls, node: np.ndarray, stop: np.ndarray, dst: np.ndarray, src_part: np.ndarray, src: np.ndarray,
+           edge: np.ndarray) -> WalkPart:
+        at = np.searchsorted(node, dst)
+        order = np.argsort(at, kind="stable")
+        return cls(node, stop, edge.astype(np.float64), src_part, src, order,
+                   np.searchsorted(at[order], np.arange(len(node) + 1)))
+
+
+def walk_parts(start: tuple[int, int], part: Callable[[int], WalkPart], edges: int) -> dict[int, np.ndarray]:
+    """The nodes (ids, per part) the greedy walk back from ``start`` (a part and a node) visits, over a graph held
+    in parts that ``part`` gives as the walk enters them; ``edges``: how many the graph has in all."""
+    visited: dict[int, set[int]] = defaultdict(set)
+    used: dict[int, set[int]] = defaultdict(set)
+    k, v = start
+    for _ in range(edges + 1):  # every step takes an edge not taken before
+        p = part(k)
+        visited[k].add(v)
+        at = int(np.searchsorted(p.node, v))
+        into = [e for e in p.order[p.first[at]:p.first[at + 1]].tolist() if e not in used[k]]
+        if not into:
+            break
+        best = into[int(np.argmax(p.edge[into]))]
+        if p.edge[best] <= p.stop[at]:
+            break
+        used[k].add(best)
+        k, v = int(p.src_part[best]), int(p.src[best])
+    return {k: np.array(sorted(s), dtype=np.int64) for k, s in visited.items()}
+
+
 def walk(scores: Scores) -> np.ndarray:
     """bool[n]: the nodes the greedy walk back from the best terminal visits."""
     n = len(scores.terminal)
     visited = np.zeros(n, dtype=bool)
     if n == 0:
         return visited
-    src, dst = scores.src.numpy(), scores.dst.numpy()
-    edge = scores.edge.detach().numpy().astype(np.float64)
-    stop = scores.stop.detach().numpy()
-    order = np.argsort(dst, kind="stable")
-    first = np.searchsorted(dst[order], np.arange(n + 1))
-    used = np.zeros(len(src), dtype=bool)
-    v = int(np.argmax(scores.terminal.detach().numpy()))
-    for _ in range(len(src) + 1):  # every step takes an edge not taken before
-        visited[v] = True
-        into = order[first[v]:first[v + 1]]
-        into = into[~used[into]]
-        if not len(into):
-            break
-        best = into[np.argmax(edge[into])]
-        if edge[best] <= stop[v]:
-            break
-        used[best] = True
-        v = int(src[best])
+    src = scores.src.numpy()
+    whole = WalkPart.of(np.arange(n), scores.stop.detach().numpy(), scores.dst.numpy(), np.zeros(len(src), np.int64),
+                        src, scores.edge.detach().numpy())
+    start = int(np.argmax(scores.terminal.detach().numpy()))
+    visited[walk_parts((0, start), lambda _: whole, len(src)).get(0, [])] = True
     return visited

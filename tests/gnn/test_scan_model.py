@@ -16,10 +16,10 @@ from bottleneck_oracle.dag.types import EdgeType, Role
 from bottleneck_oracle.executor import LocalExecutor, RayExecutor
 from bottleneck_oracle.gnn import scan_model as scan_model_module
 from bottleneck_oracle.gnn.data import GraphColumns
-from bottleneck_oracle.gnn.predict import Predictor
-from bottleneck_oracle.gnn.scan_model import ScanModel, model_rounds
+from bottleneck_oracle.gnn.predict import SHIPPED_CHECKPOINT, Predictor
+from bottleneck_oracle.gnn.scan_model import ScanModel, model_rounds, scan_model
 from bottleneck_oracle.traces import read_trace
-from tests.conftest import DATA, REAL, REPO, counted_reads, run_oracle
+from tests.conftest import DATA, REAL, REPO, counted_reads, one_ray_task_killed, run_oracle
 from tests.dag.test_rank_replay import _folders
 from tests.dag.test_scan import _job
 
@@ -101,8 +101,19 @@ def test_oracle_scan_model_prints_and_gives_the_model_s_steps() -> None:
 
 
 @pytest.mark.slow
-def test_the_model_on_ray_is_the_local_one(ray_cluster) -> None:  # type: ignore[no-untyped-def]
+def test_the_model_on_ray_with_a_worker_killed_is_the_whole_job_s(ray_cluster) -> None:  # type: ignore[no-untyped-def]
+    """On a Ray of two workers, one killed in the middle of a model round: Ray runs its task again, which goes on
+    from the rank's state or builds it again, to the same answer."""
     folder = REAL / "param" / "dlrm_8rank_kineto"
-    s = scan([folder], RayExecutor(), critical_paths=False, then=model_rounds())
+    killed: list[int] = []
+
+    def then(kept, found):  # type: ignore[no-untyped-def]
+        with one_ray_task_killed(after_s=0.05) as pids:
+            out = scan_model(kept, found, str(SHIPPED_CHECKPOINT))
+        killed.extend(pids)
+        return out
+
+    s = scan([folder], RayExecutor(), critical_paths=False, then=then)
+    assert killed, "no worker was caught running a model round"
     assert isinstance(s.then, ScanModel)
     _assert_predicts_as_the_whole_job(analyze(read_trace(folder)), s.then)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from bottleneck_oracle.gnn.data import step_graphs
@@ -71,3 +72,24 @@ def test_global_scores_put_every_edge_at_its_step_graph_positions() -> None:
     want = sorted((int(s), int(d)) for pair in g.edges.values() for s, d in pair.T)
     assert got == want
     assert walk(scores).any()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_walk_over_a_graph_in_parts_is_the_walk_over_the_whole(seed: int) -> None:
+    """A step held a rank at a time (``gnn/scan_model.py``): the parts entered as the walk goes, ties included."""
+    from bottleneck_oracle.gnn.walk import WalkPart, walk_parts
+
+    rng = np.random.default_rng(seed)
+    n, e = 80, 400
+    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
+    edge = np.round(rng.normal(size=e), 1).astype(np.float32)  # rounded: ties
+    terminal, stop = rng.normal(size=n).astype(np.float32), (rng.normal(size=n) - 1.5).astype(np.float32)
+    whole = walk(Scores(*(torch.from_numpy(a) for a in (src, dst, edge, terminal, stop))))
+    part_of = np.sort(rng.integers(0, 4, n))  # four parts of consecutive nodes
+    parts = {k: WalkPart.of(np.flatnonzero(part_of == k), stop[part_of == k], dst[part_of[dst] == k],
+                            part_of[src[part_of[dst] == k]], src[part_of[dst] == k], edge[part_of[dst] == k])
+             for k in range(4)}
+    start = int(np.argmax(terminal))
+    visited = walk_parts((int(part_of[start]), start), parts.__getitem__, e)
+    assert np.array_equal(np.sort(np.concatenate(list(visited.values()))), np.flatnonzero(whole))
+    assert len(visited) > 1
