@@ -11,10 +11,10 @@ The rounds run on the ranks' kept traces after the scan's own (``dag/scan.py``'s
    boundary's; after the last layer, its pooled sums, which the driver adds into each step's context;
 3. the heads: each rank's proposals of the step's end and the walk's scores of the edges into its nodes, kept
    on the driver's disk a rank at a time;
-4. the walk, one step at a time over every rank's scores of that step (``gnn/walk.py``).
+4. the walk, one step at a time, entering a rank's scores of the step as it goes (``gnn/walk.walk_parts``).
 
 The driver holds the edges between ranks and the boundary's embeddings (a few hundred bytes per collective member
-and layer), and one step's walk scores at a time.
+and layer), a chunk of ranks' scores on their way to its disk, and the walk with the last few ranks' scores it read.
 """
 
 from __future__ import annotations
