@@ -124,24 +124,21 @@ def _replay(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
             "work_s": time.perf_counter() - t1, "replay_digest": _digest(sorted(walls.items()))}
 
 
-def _model_view(steps) -> tuple[str, list[float]]:  # type: ignore[no-untyped-def]
-    """A digest of every step's walk (node ids), and every step's predicted ms."""
-    return _digest([(s.step, s.node.tolist()) for s in steps]), [s.step_ms for s in steps]
+def _model_view(steps: list[tuple[int, object, float]]) -> tuple[str, list[float]]:
+    """A digest of every step's walk (step, node ids, predicted ms), and every step's predicted ms."""
+    return _digest([(step, nodes.tolist()) for step, nodes, _ in steps]), [ms for _, _, ms in steps]  # type: ignore[attr-defined]
 
 
 def _whole_model(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
     from bottleneck_oracle.dag.analysis import analyze
     from bottleneck_oracle.gnn.predict import Predictor
-    from bottleneck_oracle.gnn.scan_model import StepModel
     from bottleneck_oracle.traces import read_trace
 
     t0 = time.perf_counter()
     trace = read_trace(trace_dir, executor=executor)
     t1 = time.perf_counter()
     a = analyze(trace)
-    walked = [StepModel(p.step, p.step_ms, p.node[p.on_path >= 0.5], p.node[:0], p.share[:0], p.on_path[:0], ())
-              for p in Predictor().predict(a)]
-    digest, ms = _model_view(walked)
+    digest, ms = _model_view([(p.step, p.node[p.on_path >= 0.5], p.step_ms) for p in Predictor().predict(a)])
     return {"ranks": len(trace.ranks), "events": len(trace.events), "read_s": t1 - t0,
             "work_s": time.perf_counter() - t1, "model_digest": digest, "model_ms": ms}
 
@@ -152,7 +149,7 @@ def _scan_model(trace_dir: Path, executor, max_nodes: int | None) -> dict:  # ty
 
     t0 = time.perf_counter()
     s = scan([trace_dir], executor, critical_paths=False, then=model_rounds(max_nodes=max_nodes))
-    digest, ms = _model_view(s.then.steps)  # type: ignore[attr-defined]
+    digest, ms = _model_view([(m.step, m.node, m.step_ms) for m in s.then.steps])  # type: ignore[attr-defined]
     return {"ranks": len(s.ranks), "events": s.events, "read_s": 0.0, "work_s": time.perf_counter() - t0,
             "summary_bytes": list(s.summary_bytes), "task_peaks": list(s.task_peak_bytes),
             "map_s": s.seconds["map"], "reduce_s": s.seconds["reduce"], "then_s": s.seconds["then"],

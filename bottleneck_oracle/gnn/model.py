@@ -216,10 +216,10 @@ class HeteroGAT(nn.Module):
         """The heads, given the embeddings ``h`` and the step's ``context``; with ``rows`` (type → rows), the node
         heads and the step time of those rows only (a rank's own nodes among its neighbours')."""
         on_path, share, terminal, stop, kappa, proposals, gains = {}, {}, {}, {}, {}, [], []
-        for t, v in h.items():
-            xt = x[t]
-            if rows is not None:
-                v, xt = v[rows[t]], xt[rows[t]]
+        mine_x, mine_h = (x, h) if rows is None else ({t: v[rows[t]] for t, v in x.items()},
+                                                      {t: v[rows[t]] for t, v in h.items()})
+        for t, v in mine_h.items():
+            xt = mine_x[t]
             if not len(v):
                 continue
             z = torch.cat([v, context.expand(len(v), -1)], dim=1)
@@ -234,7 +234,7 @@ class HeteroGAT(nn.Module):
             if t == _INTERFERED:
                 kappa[t] = torch.sigmoid(self.interference_head(z)[:, 0])
         log_observed = torch.cat(proposals).max() if proposals else torch.tensor(-math.inf)
-        log_step = (log_observed + self._log_gain_factor(x, gains)).reshape(1)
+        log_step = (log_observed + self._log_gain_factor(mine_x, gains)).reshape(1)
         return Output(on_path, share, log_step, kappa, terminal, stop, self._edge_logits(x, h, edges))
 
     def _edge_logits(self, x: dict[str, Tensor], h: dict[str, Tensor],

@@ -355,10 +355,9 @@ def _set_halo_x(inputs: _StepInputs, halo_x: np.ndarray | None) -> None:
 def _boundary(model: HeteroGAT, inputs: _StepInputs, links: StepLinks, h: dict[str, torch.Tensor],
               last: bool) -> Boundary:
     positions = np.searchsorted(inputs.nodes, links.boundary)
-    x = {t: v.numpy() for t, v in inputs.x.items()}
     sums = model.pooled_sums({t: v[inputs.local[t]] for t, v in h.items()}) if last else None
     return Boundary(links.step, _gather(h, inputs.where, positions, model.config.hidden),
-                    _gather({t: torch.from_numpy(v[:, GSTART_DUR]) for t, v in x.items()}, inputs.where, positions, 2),
+                    _gather({t: v[:, GSTART_DUR] for t, v in inputs.x.items()}, inputs.where, positions, 2),
                     None if sums is None else sums.numpy())
 
 

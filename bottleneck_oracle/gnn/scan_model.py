@@ -26,6 +26,7 @@ import tempfile
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -35,6 +36,7 @@ from bottleneck_oracle.dag.scan_rounds import KeptJob
 from bottleneck_oracle.dag.types import EdgeType
 from bottleneck_oracle.gnn.data import NODE_TYPES
 from bottleneck_oracle.gnn.rank_model import (
+    Boundary,
     ModelRound,
     RankScores,
     RankSteps,
@@ -116,7 +118,7 @@ def scan_model(kept: KeptJob, found: Scan, checkpoint: str, max_nodes: int | Non
                     for lk, b in zip(lks, bs)}
         for i, lks in enumerate(links):
             for j, lk in enumerate(lks):
-                h, x = _halo(boundary, lk)
+                h, x = _halo(boundary, lk, model.config.hidden)
                 halo_h[i][j].append(h)
                 if layer == 0:
                     halo_x[i][j] = x
@@ -128,7 +130,7 @@ def scan_model(kept: KeptJob, found: Scan, checkpoint: str, max_nodes: int | Non
     scale = float(torch.tensor(np.log2(world), dtype=torch.float32).exp2())
     context = {s: model.context_of(torch.from_numpy(v), scale).numpy() for s, v in sums.items()}
     spill = Path(tempfile.mkdtemp(prefix="oracle-model-"))
-    index: dict[int, dict[int, tuple[float, int, int, float]]] = defaultdict(dict)  # step -> rank -> its heads
+    index: dict[int, dict[int, _Heads]] = defaultdict(dict)  # step -> rank -> what its heads gave
     try:
         for lo in range(0, world, _READOUT_CHUNK):  # the heads, a chunk of ranks at a time, onto this disk
             part = slice(lo, lo + _READOUT_CHUNK)
@@ -140,13 +142,12 @@ def scan_model(kept: KeptJob, found: Scan, checkpoint: str, max_nodes: int | Non
                 for s in scores:
                     (spill / f"{rank}-{s.step}.pkl").write_bytes(pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL))
                     best = int(np.argmax(s.terminal))
-                    index[s.step][rank] = (float(s.terminal[best]), int(s.node[best]), len(s.edge), s.log_end)
+                    index[s.step][rank] = _Heads(float(s.terminal[best]), int(s.node[best]), len(s.edge), s.log_end)
         base = dict(zip(ranks, kept.base))
         out = []
         for step in sorted(index):  # a step too large for any rank alone has none
             mine = [r for r in ranks if r in index[step]]
-            heads = [index[step][r] for r in mine]
-            out.append(_walked(spill, step, mine, base, heads, sum(h[2] for h in heads)))
+            out.append(_walked(spill, step, mine, base, [index[step][r] for r in mine]))
         return ScanModel(checkpoint, tuple(out))
     finally:
         shutil.rmtree(spill, ignore_errors=True)
@@ -179,19 +180,16 @@ def _bounded(first: list[RankSteps], ranks: list[int], shift: np.ndarray, max_no
     return cut
 
 
-def _halo(boundary: dict[tuple[int, int], tuple[np.ndarray, object]], lk: StepLinks
+def _halo(boundary: dict[tuple[int, int], tuple[np.ndarray, Boundary]], lk: StepLinks, width: int
           ) -> tuple[np.ndarray, np.ndarray]:
-    """The embeddings (and gstart, duration) of ``lk``'s halo, from its ranks' boundaries."""
-    h = np.zeros((len(lk.halo_node), 0), dtype=np.float32)
+    """The embeddings (``width`` wide) and the gstart and duration of ``lk``'s halo, from its ranks' boundaries."""
+    h = np.zeros((len(lk.halo_node), width), dtype=np.float32)
     x = np.zeros((len(lk.halo_node), 2), dtype=np.float32)
     for r in np.unique(lk.halo_rank).tolist():
         nodes, b = boundary[(r, lk.step)]
         mine = np.flatnonzero(lk.halo_rank == r)
         at = np.searchsorted(nodes, lk.halo_node[mine])
-        if h.shape[1] == 0:
-            h = np.zeros((len(lk.halo_node), b.h.shape[1]), dtype=np.float32)  # type: ignore[attr-defined]
-        h[mine] = b.h[at]  # type: ignore[attr-defined]
-        x[mine] = b.x[at]  # type: ignore[attr-defined]
+        h[mine], x[mine] = b.h[at], b.x[at]
     return h, x
 
 
@@ -287,7 +285,7 @@ class _StepParts:
     def __init__(self, spill: Path, step: int, ranks: list[int]) -> None:
         self.files = [spill / f"{rank}-{step}.pkl" for rank in ranks]
         self.kept: OrderedDict[int, tuple[RankScores, WalkPart]] = OrderedDict()
-        self.part_of = {rank: k for k, rank in enumerate(ranks)}
+        self.ranks = np.array(ranks, dtype=np.int64)  # in order: a rank's part is its index
 
     def scores(self, k: int) -> RankScores:
         return self._get(k)[0]
@@ -298,7 +296,7 @@ class _StepParts:
     def _get(self, k: int) -> tuple[RankScores, WalkPart]:
         if k not in self.kept:
             s: RankScores = pickle.loads(self.files[k].read_bytes())
-            src_part = np.array([self.part_of[r] for r in s.edge_rank.tolist()], dtype=np.int64)
+            src_part = np.searchsorted(self.ranks, s.edge_rank)
             self.kept[k] = (s, WalkPart.of(s.node, s.stop, s.edge_dst, src_part, s.edge_src, s.edge))
             while len(self.kept) > _KEPT_PARTS:
                 self.kept.popitem(last=False)
@@ -306,13 +304,22 @@ class _StepParts:
         return self.kept[k]
 
 
-def _walked(spill: Path, step: int, ranks: list[int], base: dict[int, int], heads: list[tuple[float, int, int, float]],
-            edges: int) -> StepModel:
-    """The walk over every rank's scores of ``step``, entering a rank's as it goes, and the step's predicted wall time
-    (``heads``: per rank with nodes in the step, its best terminal logit, that node, its edges, its latest end)."""
-    start = max(range(len(heads)), key=lambda k: (heads[k][0], -k))  # the first of the best, as argmax takes it
+class _Heads(NamedTuple):
+    """What the driver keeps of a rank's scores of a step: its best terminal logit and that node, its edges' count,
+    and its latest proposal of the step's end."""
+
+    terminal: float
+    node: int
+    edges: int
+    log_end: float
+
+
+def _walked(spill: Path, step: int, ranks: list[int], base: dict[int, int], heads: list[_Heads]) -> StepModel:
+    """The walk over every rank's scores of ``step`` (``heads``: of each of ``ranks``), entering a rank's as it goes,
+    and the step's predicted wall time."""
+    start = max(range(len(heads)), key=lambda k: (heads[k].terminal, -k))  # the first of the best, as argmax takes
     parts = _StepParts(spill, step, ranks)
-    visited = walk_parts((start, heads[start][1]), parts.walk_part, edges)
+    visited = walk_parts((start, heads[start].node), parts.walk_part, sum(h.edges for h in heads))
     node, rank_of, share, on_path, names = [], [], [], [], []
     for k in sorted(visited):
         p = parts.scores(k)
@@ -322,7 +329,7 @@ def _walked(spill: Path, step: int, ranks: list[int], base: dict[int, int], head
         share.append(p.share[at])
         on_path.append((0.5 + 0.5 * p.on_path[at]).astype(np.float32))
         names += [p.names[i] for i in p.name[at].tolist()]
-    return StepModel(step, math.exp(max(h[3] for h in heads)), np.concatenate(node), np.concatenate(rank_of),
+    return StepModel(step, math.exp(max(h.log_end for h in heads)), np.concatenate(node), np.concatenate(rank_of),
                      np.concatenate(share), np.concatenate(on_path), tuple(names))
 
 

@@ -14,11 +14,16 @@ from tests.dag.synth_cases import synth_case
 from tests.gnn.conftest import small_model
 
 
-def test_heads_give_one_value_per_node_and_one_per_step() -> None:
-    a, _ = synth_case("tiny", dp=2)
+def _untrained(case: str):  # type: ignore[no-untyped-def]
+    """An untrained small model over the first step of a 2-rank synthetic ``case``, and its inputs."""
+    a, _ = synth_case(case, dp=2)
     g = step_graphs(a)[0]
-    model = small_model(g).eval()
     x, edges, data = model_inputs(g)
+    return g, small_model(g).eval(), x, edges, data
+
+
+def test_heads_give_one_value_per_node_and_one_per_step() -> None:
+    g, model, x, edges, data = _untrained("tiny")
     out = model(x, edges)
     assert {t: len(v) for t, v in out.on_path_logit.items()} == {t: len(v) for t, v in x.items()}
     assert all(((s >= 0) & (s <= 1)).all() for s in out.share.values())
@@ -67,10 +72,7 @@ def test_edge_times_are_the_gaps_between_the_ends_of_an_edge() -> None:
 def test_interference_is_kappa_times_lever_over_kernels() -> None:
     from bottleneck_oracle.gnn.model import interference_ms
 
-    a, _ = synth_case("gpt2-small", dp=2)
-    g = step_graphs(a)[0]
-    model = small_model(g).eval()
-    x, edges, data = model_inputs(g)
+    g, model, x, edges, data = _untrained("gpt2-small")
     with torch.no_grad():
         out = model(x, edges)
     assert set(out.kappa) == {"kernel"} and bool(((out.kappa["kernel"] > 0) & (out.kappa["kernel"] < 1)).all())
@@ -92,10 +94,7 @@ def test_directed_and_bidirectional_variants_build_from_config() -> None:
 def test_a_graph_split_in_parts_embeds_and_reads_out_as_the_whole() -> None:
     """What a rank computes: the step's context from its parts' pooled sums, and a row's embeddings pinned from
     elsewhere (a halo) carried into the next layer: the forward pass's, and changed when the pinned rows change."""
-    a, _ = synth_case("tiny", dp=2)
-    g = step_graphs(a)[0]
-    model = small_model(g).eval()
-    x, edges, _ = model_inputs(g)
+    _, model, x, edges, _ = _untrained("tiny")
     with torch.no_grad():
         whole = model(x, edges)
         h = model.embed(x, model.known_relations(edges))

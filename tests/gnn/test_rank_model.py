@@ -43,8 +43,8 @@ def test_without_its_halo_a_rank_is_not_the_job(monkeypatch: pytest.MonkeyPatch)
     """The halo's embeddings zeroed: the ranks no longer hear each other, and the model says another thing."""
     halo = scan_model_module._halo
 
-    def deaf(boundary, lk):  # type: ignore[no-untyped-def]
-        h, x = halo(boundary, lk)
+    def deaf(boundary, lk, width):  # type: ignore[no-untyped-def]
+        h, x = halo(boundary, lk, width)
         return np.zeros_like(h), x
 
     monkeypatch.setattr(scan_model_module, "_halo", deaf)
