@@ -29,9 +29,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -c "from bottleneck_oracle.agent.intents import Slots, classify; from bottleneck_oracle.agent.planner import cypher_call; classify('why is step 3 slow?'); cypher_call('how many ops are there?', Slots())"
 	touch $@
 
-# The DAG layer's C core (dag/_native.c), which the editable install built in place: built again when
+# The graph layer's C core (graph/_native.c), which the editable install built in place: built again when
 # its source changes, so a pulled change to it needs no new venv.
-$(VENV)/.native: bottleneck_oracle/dag/_native.c $(VENV)/.installed
+$(VENV)/.native: bottleneck_oracle/graph/_native.c $(VENV)/.installed
 	$(PY) setup.py -q build_ext --inplace
 	touch $@
 

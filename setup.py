@@ -2,5 +2,5 @@
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("bottleneck_oracle.dag._native", ["bottleneck_oracle/dag/_native.c"],
+setup(ext_modules=[Extension("bottleneck_oracle.graph._native", ["bottleneck_oracle/graph/_native.c"],
                              extra_compile_args=["-O2"])])

@@ -27,8 +27,8 @@ def _server_peak(pid: int) -> int:
 
 
 def main(argv: list[str]) -> int:
+    from bottleneck_oracle.analysis.analysis import analyze
     from bottleneck_oracle.config import Settings
-    from bottleneck_oracle.dag.analysis import analyze
     from bottleneck_oracle.executor import make_executor
     from bottleneck_oracle.graphdb import load_analysis, open_store, start_server, stop_server, trace_id
     from bottleneck_oracle.traces import read_trace

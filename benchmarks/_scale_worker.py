@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from bottleneck_oracle.dag.report import finding_to_dict
+from bottleneck_oracle.analysis.report import finding_to_dict
 
 EDIT = "scale op=allreduce x2"
 MAX_NODES = 200_000  # as step_graphs cuts a step for Predictor.predict: lean-model must equal model
@@ -75,13 +75,13 @@ def _scan_view(steps, slow, arrivals, stragglers, gpu: dict, gpu_trace, clocks, 
 
 
 def _analyze(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
-    from bottleneck_oracle.dag.analysis import analyze
-    from bottleneck_oracle.dag.collectives import collective_arrivals
-    from bottleneck_oracle.dag.detectors import stragglers
-    from bottleneck_oracle.dag.findings import strongest
-    from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
-    from bottleneck_oracle.dag.report import analysis_to_dict
-    from bottleneck_oracle.dag.severity import bound_findings
+    from bottleneck_oracle.analysis.analysis import analyze
+    from bottleneck_oracle.analysis.report import analysis_to_dict
+    from bottleneck_oracle.findings.detectors import stragglers
+    from bottleneck_oracle.findings.findings import strongest
+    from bottleneck_oracle.findings.gpu_bound import gpu_bound_steps
+    from bottleneck_oracle.findings.severity import bound_findings
+    from bottleneck_oracle.graph.collectives import collective_arrivals
     from bottleneck_oracle.traces import read_trace
 
     t0 = time.perf_counter()
@@ -106,12 +106,12 @@ def _analyze(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
 
 
 def _replay(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
-    from bottleneck_oracle.dag.analysis import analyze
-    from bottleneck_oracle.dag.longest_path import longest_path
-    from bottleneck_oracle.dag.whatif import weights_with
+    from bottleneck_oracle.analysis.analysis import analyze
+    from bottleneck_oracle.graph.longest_path import longest_path
+    from bottleneck_oracle.replay.compile import compile_edits
+    from bottleneck_oracle.replay.engine import weights_with
     from bottleneck_oracle.traces import read_trace
     from bottleneck_oracle.truth.edits import parse_edit
-    from bottleneck_oracle.whatif.compile import compile_edits
 
     t0 = time.perf_counter()
     trace = read_trace(trace_dir, executor=executor)
@@ -130,7 +130,7 @@ def _model_view(steps: list[tuple[int, object, float]]) -> tuple[str, list[float
 
 
 def _whole_model(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-def]
-    from bottleneck_oracle.dag.analysis import analyze
+    from bottleneck_oracle.analysis.analysis import analyze
     from bottleneck_oracle.gnn.predict import Predictor
     from bottleneck_oracle.traces import read_trace
 
@@ -144,8 +144,8 @@ def _whole_model(trace_dir: Path, executor) -> dict:  # type: ignore[no-untyped-
 
 
 def _scan_model(trace_dir: Path, executor, max_nodes: int | None) -> dict:  # type: ignore[no-untyped-def]
-    from bottleneck_oracle.dag.scan import scan
     from bottleneck_oracle.gnn.scan_model import model_rounds
+    from bottleneck_oracle.job.scan import scan
 
     t0 = time.perf_counter()
     s = scan([trace_dir], executor, critical_paths=False, then=model_rounds(max_nodes=max_nodes))
@@ -157,7 +157,7 @@ def _scan_model(trace_dir: Path, executor, max_nodes: int | None) -> dict:  # ty
 
 
 def _scan(trace_dir: Path, executor, paths: bool = True, replay: bool = False) -> dict:  # type: ignore[no-untyped-def]
-    from bottleneck_oracle.dag.scan import scan
+    from bottleneck_oracle.job.scan import scan
     from bottleneck_oracle.truth.edits import parse_edit
 
     t0 = time.perf_counter()

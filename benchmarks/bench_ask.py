@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from bottleneck_oracle.agent.conversation import Conversation  # noqa: E402
+from bottleneck_oracle.analysis.analysis import analyze  # noqa: E402
 from bottleneck_oracle.config import Settings  # noqa: E402
-from bottleneck_oracle.dag.analysis import analyze  # noqa: E402
 from bottleneck_oracle.graphdb import stop_server  # noqa: E402
 from bottleneck_oracle.traces import read_trace  # noqa: E402
 

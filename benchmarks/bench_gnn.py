@@ -2,8 +2,8 @@
 
 Generates one synthetic job whose steps hold about 10,000 nodes, then measures on the same steps:
 - the shipped checkpoint's prediction (CPU ms, one thread), and replaying the DAG with an
-  edit (`dag.whatif.replay`, the peer): the ratio says what the model's answer costs next to replay's;
-  and the interference levers of that replay (`dag.interference`), which the corrected replay adds;
+  edit (`replay.engine.replay`, the peer): the ratio says what the model's answer costs next to replay's;
+  and the interference levers of that replay (`replay.interference`), which the corrected replay adds;
 - one training step (forward, backward, AdamW) per graph: graphs/s and nodes/s;
 - the peak resident memory of the process.
 Usage: ``python benchmarks/bench_gnn.py`` from the repository root (``make bench``).
@@ -22,15 +22,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from bottleneck_oracle.dag.analysis import analyze  # noqa: E402
-from bottleneck_oracle.dag.interference import interference_levers  # noqa: E402
-from bottleneck_oracle.dag.types import NodeKind  # noqa: E402
-from bottleneck_oracle.dag.whatif import Edit, replay  # noqa: E402
+from bottleneck_oracle.analysis.analysis import analyze  # noqa: E402
 from bottleneck_oracle.gnn.data import step_graphs  # noqa: E402
 from bottleneck_oracle.gnn.edits import edit_features  # noqa: E402
 from bottleneck_oracle.gnn.hetero import model_inputs  # noqa: E402
 from bottleneck_oracle.gnn.predict import Predictor  # noqa: E402
 from bottleneck_oracle.gnn.train import Item, loss_of  # noqa: E402
+from bottleneck_oracle.graph.types import NodeKind  # noqa: E402
+from bottleneck_oracle.replay.engine import Edit, replay  # noqa: E402
+from bottleneck_oracle.replay.interference import interference_levers  # noqa: E402
 from bottleneck_oracle.synth import SynthConfig, synthesize  # noqa: E402
 from bottleneck_oracle.traces import read_trace  # noqa: E402
 

@@ -33,10 +33,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from make_large_trace import DEFAULT_OUT, DEFAULT_SRC, make_large_trace  # noqa: E402
 
+from bottleneck_oracle.analysis.analysis import Analysis, analyze  # noqa: E402
 from bottleneck_oracle.config import Settings  # noqa: E402
-from bottleneck_oracle.dag.analysis import Analysis, analyze  # noqa: E402
 from bottleneck_oracle.graphdb import (  # noqa: E402
-    Detail, GraphStore, load_analysis, open_store, start_server, stop_server, trace_id,
+    Detail,
+    GraphStore,
+    load_analysis,
+    open_store,
+    start_server,
+    stop_server,
+    trace_id,
 )
 from bottleneck_oracle.graphdb.embedding import Embedder  # noqa: E402
 from bottleneck_oracle.graphdb.playbook import ensure_playbook, read_playbook  # noqa: E402

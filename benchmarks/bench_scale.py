@@ -3,7 +3,7 @@ Ray with 1 and 2 workers, in one run.
 
 Synthetic jobs (7b, tp 4 x pp 2, data parallel 8, 32 and 128: 64, 256 and 1,024 ranks, 2 steps) are written
 by the simulator, then each is run by ``_scale_worker.py`` in a fresh process per mode and executor:
-``analyze`` reads every rank into the driver and analyses the job's graph; ``scan`` (``dag/scan.py``) reduces
+``analyze`` reads every rank into the driver and analyses the job's graph; ``scan`` (``job/scan.py``) reduces
 each rank to a summary where its task runs and joins the summaries, stitching each step's critical path
 through the ranks; ``lean`` scans without critical paths (``oracle scan --no-paths``). Wall time, the
 driver's peak RSS and each task's peak RSS where it ran, against the number of ranks; a digest of the

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from bottleneck_oracle.dag.analysis import analyze  # noqa: E402
+from bottleneck_oracle.analysis.analysis import analyze  # noqa: E402
 from bottleneck_oracle.traces import read_trace  # noqa: E402
 from bottleneck_oracle.truth.edits import parse_edit  # noqa: E402
 from bottleneck_oracle.whatif.predict import check_step, predict_whatif  # noqa: E402

@@ -1,6 +1,6 @@
 """Detection on synthetic jobs: for each injected bottleneck, what the analysis found and how big it said it was.
 
-Runs the cases of ``tests/dag/test_detection.py`` (one 4-step synthetic job per case, the fault at
+Runs the cases of ``tests/findings/test_detection.py`` (one 4-step synthetic job per case, the fault at
 step 3) and prints a Markdown table: the injection, the truth's measured cost, the finding of that
 category with the largest impact (step, ranks, impact), the slow steps, and the top-ranked finding.
 Usage: ``python benchmarks/detection_table.py`` from the repository root.
@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.dag.synth_cases import synth_case  # noqa: E402
-from tests.dag.test_detection import CASES  # noqa: E402
+from tests.analysis.synth_cases import synth_case  # noqa: E402
+from tests.findings.test_detection import CASES  # noqa: E402
 
 
 def main() -> int:

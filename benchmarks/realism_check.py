@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bottleneck_oracle.dag.analysis import Analysis, analyze
-from bottleneck_oracle.dag.gpu_detectors import gpu_busy_ns
-from bottleneck_oracle.dag.types import Category, EdgeType, NodeKind
+from bottleneck_oracle.analysis.analysis import Analysis, analyze
+from bottleneck_oracle.findings.gpu_detectors import gpu_busy_ns
+from bottleneck_oracle.graph.types import Category, EdgeType, NodeKind
 from bottleneck_oracle.synth import SynthConfig, synthesize
 from bottleneck_oracle.traces import read_trace
 

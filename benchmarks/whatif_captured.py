@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from bottleneck_oracle.analysis.analysis import Analysis, analyze  # noqa: E402
 from bottleneck_oracle.capture.capture import capture  # noqa: E402
 from bottleneck_oracle.capture.config import CaptureConfig, parse_injection  # noqa: E402
-from bottleneck_oracle.dag.analysis import Analysis, analyze  # noqa: E402
 from bottleneck_oracle.errors import ConfigError, OracleError  # noqa: E402
 from bottleneck_oracle.traces import read_trace  # noqa: E402
 from bottleneck_oracle.truth.edits import Edit, parse_edit  # noqa: E402

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from bottleneck_oracle.analysis.analysis import Analysis, analyze
 from bottleneck_oracle.capture.capture import load_manifest
 from bottleneck_oracle.capture.config import CaptureConfig, parse_injection
-from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.edits import WHATIF_NAME, Edit
 from tests.captured_noise import quiet, visible

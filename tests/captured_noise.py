@@ -18,8 +18,8 @@ from typing import TypeVar
 import numpy as np
 import pytest
 
-from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.dag.slow_steps import NOISE_FLOOR, SLOW_MADS, SLOW_RATIO
+from bottleneck_oracle.analysis.analysis import Analysis
+from bottleneck_oracle.findings.slow_steps import NOISE_FLOOR, SLOW_MADS, SLOW_RATIO
 from bottleneck_oracle.truth.injection import parse_injection
 
 T = TypeVar("T")

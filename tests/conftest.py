@@ -52,7 +52,7 @@ def run_oracle(*args: object, env: dict[str, str] | None = None,
 
 def counted_reads(monkeypatch: pytest.MonkeyPatch) -> dict[Path, int]:
     """How many times a scan's tasks read each rank file (in this process: ``LocalExecutor(1)``)."""
-    from bottleneck_oracle.dag import scan_rounds
+    from bottleneck_oracle.job import scan_rounds
 
     reads: dict[Path, int] = {}
     read = scan_rounds.read_rank

@@ -14,9 +14,9 @@ import numpy as np
 import orjson
 import pytest
 
+from bottleneck_oracle.analysis.analysis import analyze
+from bottleneck_oracle.analysis.report import analysis_to_dict
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.dag.analysis import analyze
-from bottleneck_oracle.dag.report import analysis_to_dict
 from bottleneck_oracle.errors import ConfigError, TraceFormatError
 from bottleneck_oracle.executor import LocalExecutor, RayExecutor, executor_of, make_executor
 from bottleneck_oracle.traces import Trace, read_trace

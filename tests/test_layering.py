@@ -12,13 +12,15 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "bottleneck_oracle"
 # DESIGN's layers, lowest first; packages on one level stand beside each other and never import
-# each other (capture/ and synth/ record jobs, dag/ analyses them: none needs another).
-LEVELS = [("traces",), ("truth",), ("capture", "synth", "dag"), ("gnn",), ("graphdb",), ("whatif",), ("workspace",),
+# each other (capture/ and synth/ record jobs, graph/ builds the graph of what they recorded: none needs another).
+LEVELS = [("traces",), ("truth",), ("capture", "synth", "graph"), ("findings",), ("analysis",), ("replay",), ("job",),
+          ("gnn",), ("graphdb",), ("whatif",), ("workspace",),
           ("retrieval",), ("prompts",), ("agent",), ("evals", "server"), ("cli",)]
 LEVEL = {name: i for i, names in enumerate(LEVELS) for name in names}
 BASE = {"errors", "config", "executor", "heap", "vocabulary", "__init__", "__main__"}  # below every layer
 VOCABULARY = {"types"}  # enums and aliases only: exercised by every other test
 MAX_LINES = 400
+MAX_MODULES = 20  # per folder: past it, a folder holds more than one kind of thing (STYLE S3a)
 
 
 def module_imports(package: Path) -> dict[str, set[str]]:
@@ -119,13 +121,13 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 
 @pytest.mark.parametrize(("files", "expected"), [
-    ({"traces/read.py": "from bottleneck_oracle.dag import build\n", "dag/build.py": ""},
-     ["bottleneck_oracle.traces.read imports bottleneck_oracle.dag.build"]),
+    ({"traces/read.py": "from bottleneck_oracle.graph import build\n", "graph/build.py": ""},
+     ["bottleneck_oracle.traces.read imports bottleneck_oracle.graph.build"]),
     ({"synth/job.py": "def f():\n    from bottleneck_oracle.capture.run import go\n", "capture/run.py": ""},
      ["bottleneck_oracle.synth.job imports bottleneck_oracle.capture.run"]),
-    ({"vocabulary.py": "from bottleneck_oracle.dag import build\n", "dag/build.py": ""},
-     ["bottleneck_oracle.vocabulary imports bottleneck_oracle.dag.build (base modules import no layer)"]),
-    ({"cli/main.py": "from bottleneck_oracle.dag.build import x\n", "dag/build.py": "from bottleneck_oracle import errors\n",
+    ({"vocabulary.py": "from bottleneck_oracle.graph import build\n", "graph/build.py": ""},
+     ["bottleneck_oracle.vocabulary imports bottleneck_oracle.graph.build (base modules import no layer)"]),
+    ({"cli/main.py": "from bottleneck_oracle.graph.build import x\n", "graph/build.py": "from bottleneck_oracle import errors\n",
       "errors.py": ""}, []),
 ])
 def test_the_layer_checker_catches_an_upward_or_sideways_import(tmp_path: Path, files: dict[str, str],
@@ -152,6 +154,20 @@ def test_no_module_is_over_400_lines() -> None:
     assert long == {}
 
 
+def test_no_folder_holds_over_20_modules() -> None:
+    crowded = {str(d.relative_to(PACKAGE)): n for d in [PACKAGE, *PACKAGE.rglob("*/")]
+               if (n := len(list(d.glob("*.py")))) > MAX_MODULES}
+    assert crowded == {}
+
+
+def test_every_package_has_a_layer_and_says_what_it_may_import() -> None:
+    packages = {p.parent.name: p for p in PACKAGE.glob("*/__init__.py")}
+    assert sorted(set(packages) - set(LEVEL)) == []
+    for name, init in packages.items():
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert doc.count("\n") <= 8 and "mport" in doc, f"{name}/__init__.py: say what it holds and may import"
+
+
 def test_every_public_module_has_a_test_file() -> None:
     tests = Path(__file__).resolve().parent
     missing = []
@@ -168,7 +184,7 @@ def test_every_public_module_has_a_test_file() -> None:
 def test_analyze_path_does_not_import_torch() -> None:
     code = (
         "import sys; from bottleneck_oracle.cli import app; from bottleneck_oracle.traces import read_trace; "
-        "from bottleneck_oracle.dag.analysis import analyze; "
+        "from bottleneck_oracle.analysis.analysis import analyze; "
         f"analyze(read_trace({str(PACKAGE.parents[1] / 'shared/traces/real/hta/cp_simple_add')!r})); "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )

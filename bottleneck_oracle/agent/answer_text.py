@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bottleneck_oracle.agent.planner import Result
-from bottleneck_oracle.dag.finding import rank_ranges
+from bottleneck_oracle.findings.finding import rank_ranges
 from bottleneck_oracle.prompts import load_yaml
 
 __all__ = ["confidence_of", "moved", "rank_list", "result_of", "signed", "template", "whatif_check"]

@@ -2,6 +2,7 @@
 and our own GPT job captured over gloo with injected faults and re-captures for what-if truth.
 
 Torch (the `capture` extra) is imported only when a job runs, so configs and manifests work without it.
+Imports ``truth/`` and the shared base modules only: it records traces, never reads a graph.
 """
 
 from bottleneck_oracle.capture.capture import (

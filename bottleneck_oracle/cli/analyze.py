@@ -10,7 +10,18 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from bottleneck_oracle.cli._executor import ExecutorOption, RayAddressOption, settings_for
-from bottleneck_oracle.cli._render import CATEGORY_SHORT, brief, middle, paragraph, print_json, ranks_text, spinner, stderr, stdout, table
+from bottleneck_oracle.cli._render import (
+    CATEGORY_SHORT,
+    brief,
+    middle,
+    paragraph,
+    print_json,
+    ranks_text,
+    spinner,
+    stderr,
+    stdout,
+    table,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -40,9 +51,9 @@ def analyze_command(
     ray_address: RayAddressOption = None,
 ) -> None:
     """Build the execution graph, find each step's critical path, and explain the slow steps."""
-    from bottleneck_oracle.dag.analysis import analyze
-    from bottleneck_oracle.dag.overlay import write_overlay
-    from bottleneck_oracle.dag.report import analysis_to_dict
+    from bottleneck_oracle.analysis.analysis import analyze
+    from bottleneck_oracle.analysis.overlay import write_overlay
+    from bottleneck_oracle.analysis.report import analysis_to_dict
     from bottleneck_oracle.executor import executor_of
     from bottleneck_oracle.traces import read_trace
 
@@ -94,7 +105,7 @@ def _steps_line(t: dict) -> str:
 
 
 def _steps_table(data: dict, console: Console) -> None:
-    from bottleneck_oracle.dag.types import CATEGORIES
+    from bottleneck_oracle.graph.types import CATEGORIES
 
     with_gpu = any(s.get("gpu") for s in data["steps"])  # a busy column only where a GPU recorded work
     shown = [c.value for c in CATEGORIES if any(s["breakdown_ms"][c.value] >= 0.05 for s in data["steps"])]
@@ -209,7 +220,7 @@ def print_why_slowest(data: dict, console: Console, verbose: bool) -> int | None
     """Why the slowest step is slow: its cause, the rank's median, GPU-bound or not, its findings and the
     largest items of its critical path (of ``analyze --json`` or ``scan --json`` with the paths). Returns the
     step it spoke of (None: no step)."""
-    from bottleneck_oracle.dag.report import cause_text
+    from bottleneck_oracle.analysis.report import cause_text
 
     if not data["steps"]:
         return None
@@ -224,7 +235,7 @@ def print_why_slowest(data: dict, console: Console, verbose: bool) -> int | None
         return step
     major = [f for f in data["findings"] if f["severity"] == "major"]
     reasons = [f for f in major if f["step"] == step] or [f for f in major if f["step"] is None]
-    cause = next((f for f in reasons if f.get("cause")), None)  # dag/cause.py: on the rank that delayed it
+    cause = next((f for f in reasons if f.get("cause")), None)  # findings/cause.py: on the rank that delayed it
     if cause is not None:  # the rank explained is the one that delayed the step, not the longest
         slowest = next((s for s in data["steps"] if (s["step"], s["rank"]) == (step, cause["ranks"][0])), slowest)
         rank, median = slowest["rank"], slowest["median_ms"]

@@ -10,7 +10,17 @@ import numpy as np
 import typer
 
 from bottleneck_oracle.cli._executor import ExecutorOption, RayAddressOption, settings_for
-from bottleneck_oracle.cli._render import CATEGORY_SHORT, bar, brief, paragraph, print_json, ranks_text, stderr, stdout, table
+from bottleneck_oracle.cli._render import (
+    CATEGORY_SHORT,
+    bar,
+    brief,
+    paragraph,
+    print_json,
+    ranks_text,
+    stderr,
+    stdout,
+    table,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -46,10 +56,10 @@ def scan_command(
     ranks, the slow steps, every bottleneck with the cause of each slow step, and what each GPU did. No process
     holds more than one rank's events, so it runs on jobs too large for analyze; its numbers are analyze's."""
     from bottleneck_oracle.cli.analyze import print_findings, print_why_slowest
-    from bottleneck_oracle.dag.report import scan_to_dict
-    from bottleneck_oracle.dag.scan import scan
     from bottleneck_oracle.executor import executor_of
     from bottleneck_oracle.gnn.scan_model import model_rounds, model_to_dict
+    from bottleneck_oracle.job.scan import scan
+    from bottleneck_oracle.job.scan_report import scan_to_dict
     from bottleneck_oracle.truth.edits import parse_edit
 
     settings = settings_for(executor, ray_address)
@@ -92,8 +102,8 @@ def scan_command(
 
 
 def _other_causes(data: dict, console: Console, shown: int | None) -> None:
-    """The cause of each slow step but ``shown`` (``dag/cause.py``), largest first: a large job has many."""
-    from bottleneck_oracle.dag.report import cause_text
+    """The cause of each slow step but ``shown`` (``findings/cause.py``), largest first: a large job has many."""
+    from bottleneck_oracle.analysis.report import cause_text
 
     causes = [f for f in data["findings"] if f.get("cause") and f["step"] != shown]
     if causes:

@@ -4,6 +4,7 @@ the suites (``rootcause``, ``whatif_suite``, ``optimize_suite``, ``retrieval_sui
 
 Only the data types are imported here: ``oracle eval compare`` reads two reports without loading the
 agent and its models.
+Imports the agent, the service layer and everything below them; only the CLI imports it.
 """
 
 from bottleneck_oracle.evals.types import METRIC_DIRECTIONS, Case, CaseResult, EditTruth, Expect, SuiteResult

@@ -33,11 +33,11 @@ STEP = 3  # the injected (or, clean, the asked-about) step of every synthetic jo
 _STEPS = 5
 _DP2 = {"model": "gpt2-small", "dp": 2, "steps": _STEPS}
 _PP2 = {"model": "tiny", "pp": 2, "microbatches": 4, "steps": _STEPS}
-_CAPTURE = {"ranks": 2, "steps": 6, "d_model": 256, "layers": 3, "seq_len": 128}  # tests/dag/test_captured.py
+_CAPTURE = {"ranks": 2, "steps": 6, "d_model": 256, "layers": 3, "seq_len": 128}  # tests/analysis/test_captured.py
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # Categories with no case, and why. An injected straggler is a CPU delay at the step start: an
 # uncovered gap, which the analysis names host_pause first and lists the late rank right after it
-# (dag/findings.py), so no job makes straggler_rank the cause the analysis reports. A checkpoint is
+# (findings/findings.py), so no job makes straggler_rank the cause the analysis reports. A checkpoint is
 # saved by every rank: saved by one, it makes that rank late in the next step's all-reduce, and that
 # straggler finding outweighs the checkpoint's own.
 LEFT_OUT = {"straggler_rank": "the injected CPU delay is reported as the host_pause that makes the rank late; "

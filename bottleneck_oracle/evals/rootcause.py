@@ -19,9 +19,9 @@ from typing import Any
 from bottleneck_oracle.agent.conversation import Answer, Conversation
 from bottleneck_oracle.agent.offline import turn, turn_results
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.dag.finding import MAJOR
 from bottleneck_oracle.errors import ModelError, one_line
 from bottleneck_oracle.evals.types import Case, CaseResult, Expect, SuiteResult
+from bottleneck_oracle.findings.finding import MAJOR
 from bottleneck_oracle.vocabulary import Bottleneck
 from bottleneck_oracle.workspace.traces import open_trace
 
@@ -116,7 +116,7 @@ def blind_claim(cases: Sequence[Case]) -> Claim:
 
 
 def findings_claim(case: Case, settings: Settings) -> Claim:
-    """The analysis's top major finding of the case's trace, or the cause of its step (``dag/cause.py``)
+    """The analysis's top major finding of the case's trace, or the cause of its step (``findings/cause.py``)
     where one is marked (no agent, the question unread)."""
     analysis = open_trace(case.trace, settings).analysis
     major = [f for f in analysis.findings if f.severity == MAJOR]

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bottleneck_oracle.dag.op_classes import OP_CLASSES
 from bottleneck_oracle.gnn.data import FEATURES, NODE_TYPES, StepGraph, node_ranks
+from bottleneck_oracle.graph.op_classes import OP_CLASSES
 
 __all__ = ["compute_sum_ms", "aggregates", "AggregateRegressors", "duration_score", "fit_kappa"]
 
@@ -35,7 +35,7 @@ def compute_sum_ms(sg: StepGraph) -> float:
 
 def fit_kappa(lever_ms: np.ndarray, missed_ms: np.ndarray) -> float:
     """The one kappa that best explains, in least squares, what replay missed (truth - replay) through
-    each what-if's summed levers (``dag/interference.py``); 0 without levers."""
+    each what-if's summed levers (``replay/interference.py``); 0 without levers."""
     norm = float(lever_ms @ lever_ms)
     return float(lever_ms @ missed_ms / norm) if norm > 0 else 0.0
 

@@ -19,15 +19,15 @@ from pathlib import Path
 
 import numpy as np
 
+from bottleneck_oracle.analysis.analysis import Analysis, analyze
 from bottleneck_oracle.capture.capture import load_manifest
 from bottleneck_oracle.capture.instrument import CHECKPOINT_ANNOTATION, LOAD_ANNOTATION
-from bottleneck_oracle.dag.analysis import Analysis, analyze
-from bottleneck_oracle.dag.interference import interference_levers
-from bottleneck_oracle.dag.op_classes import op_class_mask
-from bottleneck_oracle.dag.types import NodeKind
-from bottleneck_oracle.dag.whatif import Edit, replay
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.gnn.data import StepGraph, step_graphs
+from bottleneck_oracle.graph.op_classes import op_class_mask
+from bottleneck_oracle.graph.types import NodeKind
+from bottleneck_oracle.replay.engine import Edit, replay
+from bottleneck_oracle.replay.interference import interference_levers
 from bottleneck_oracle.synth.dataset import load_index
 from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.edits import WHATIF_NAME, EditKind, edit_from_json, edit_type
@@ -51,7 +51,7 @@ class WhatIf:
         true_ms (list[float]): the step's wall time after the edit (its slowest rank).
         replay_ms (list[float]): what replaying the edited DAG predicts.
         levers (list[np.ndarray]): float32 ms per node of each of those StepGraphs: what each kernel's
-            interference changes on the replay, per unit of its sensitivity (``dag/interference.py``).
+            interference changes on the replay, per unit of its sensitivity (``replay/interference.py``).
     """
 
     label: str

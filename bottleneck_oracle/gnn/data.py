@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.dag.graph import ExecGraph
-from bottleneck_oracle.dag.intervals import covered, merged
-from bottleneck_oracle.dag.op_classes import COLLECTIVES, HASH_BUCKETS, OP_CLASSES, classify_strings
-from bottleneck_oracle.dag.types import EdgeType, NodeKind, Role
+from bottleneck_oracle.analysis.analysis import Analysis
+from bottleneck_oracle.graph.graph import ExecGraph
+from bottleneck_oracle.graph.intervals import covered, merged
+from bottleneck_oracle.graph.op_classes import COLLECTIVES, HASH_BUCKETS, OP_CLASSES, classify_strings
+from bottleneck_oracle.graph.types import EdgeType, NodeKind, Role
 
 __all__ = [
     "NODE_TYPES", "FEATURES", "COLUMN", "REMOVED_LOG_SPEEDUP", "GraphColumns", "StepGraph", "step_graphs",

@@ -7,7 +7,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from bottleneck_oracle.dag.types import EdgeType
 from bottleneck_oracle.gnn.data import (
     COLUMN,
     NODE_TYPES,
@@ -15,6 +14,7 @@ from bottleneck_oracle.gnn.data import (
     StepGraph,
     time_columns,
 )
+from bottleneck_oracle.graph.types import EdgeType
 
 __all__ = ["edit_features", "rewire"]
 

@@ -9,7 +9,7 @@ shortening it also ends interference with overlapping work; the step ends with
 its latest rank after what each rank got back. A second head learns what replaying
 the edited DAG misses, interference: for every kernel, ``kappa`` (0 to 1), the time
 it loses per unit of time it runs alongside a transfer on its GPU. With the levers
-``dag/interference.py`` measures on the replay, the corrected replay is
+``replay/interference.py`` measures on the replay, the corrected replay is
 ``replay + sum(kappa * lever)`` (``interference_ms``).
 Relations are fixed at construction (the corpus's metadata); an unseen relation
 at inference is ignored.
@@ -255,7 +255,7 @@ def interference_ms(out: Output, data: object, lever_ms: np.ndarray | None) -> T
     Args:
         data: the ``HeteroData`` of the step (``model_inputs``), whose ``index`` maps each type's rows
             to StepGraph positions.
-        lever_ms: float[n] per StepGraph node (``dag/interference.py``, in ms); None: no edit, no change.
+        lever_ms: float[n] per StepGraph node (``replay/interference.py``, in ms); None: no edit, no change.
     """
     total = torch.zeros(())
     if lever_ms is None:

@@ -15,15 +15,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.dag.interference import interference_levers
-from bottleneck_oracle.dag.whatif import Edit, node_speedups
+from bottleneck_oracle.analysis.analysis import Analysis
 from bottleneck_oracle.gnn.data import StepGraph, step_graphs
 from bottleneck_oracle.gnn.edits import edit_features
 from bottleneck_oracle.gnn.hetero import model_inputs
 from bottleneck_oracle.gnn.model import interference_ms
 from bottleneck_oracle.gnn.train import Checkpoint, load_checkpoint
 from bottleneck_oracle.gnn.walk import global_scores, walk
+from bottleneck_oracle.replay.engine import Edit, node_speedups
+from bottleneck_oracle.replay.interference import interference_levers
 
 __all__ = ["SHIPPED_CHECKPOINT", "StepPrediction", "Predictor"]
 
@@ -43,7 +43,7 @@ class StepPrediction:
         share (np.ndarray): float32[n] predicted share of the wall time (0 off the walk).
         latency_ms (float): CPU time the prediction took.
         interference_ms (float): what the model adds to a replay of the same edited step for the
-            interference the edit changes (``dag/interference.py``; 0 without levers).
+            interference the edit changes (``replay/interference.py``; 0 without levers).
         replay_ms (float): the replay's wall time for the step (NaN when not replayed).
     """
 
@@ -103,8 +103,8 @@ class Predictor:
         replayed, so that both the model's own answer and its corrected replay are there.
 
         Args:
-            speedup: float64[N] node speed-ups instead of ``edits`` (``dag.whatif.node_speedups``).
-            weight: the edited point-graph weights to replay (``dag.whatif.weights_with``), for edits
+            speedup: float64[N] node speed-ups instead of ``edits`` (``replay.engine.node_speedups``).
+            weight: the edited point-graph weights to replay (``replay.engine.weights_with``), for edits
                 of more than nodes (a fix of a gap, a data-parallel degree); the model sees ``speedup``.
         """
         graphs = step_graphs(a, bidirectional=self.model.config.bidirectional, steps=steps)

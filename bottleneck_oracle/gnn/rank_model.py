@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bottleneck_oracle.dag.build import resumes
-from bottleneck_oracle.dag.graph import ExecGraph
-from bottleneck_oracle.dag.job_collectives import JobCollectives
-from bottleneck_oracle.dag.types import Role
 from bottleneck_oracle.gnn.data import COLUMN, FEATURES, NODE_TYPES, GraphColumns, step_features, typed_edges
 from bottleneck_oracle.gnn.model import HeteroGAT
+from bottleneck_oracle.graph.build import resumes
+from bottleneck_oracle.graph.graph import ExecGraph
+from bottleneck_oracle.graph.job_collectives import JobCollectives
+from bottleneck_oracle.graph.types import Role
 
 __all__ = ["RankSteps", "StepLinks", "ModelRound", "Boundary", "RankScores", "load_model", "rank_steps", "model_round"]
 

@@ -1,7 +1,7 @@
 """The graph model over a scanned job, rank by rank: each step's predicted wall time and the critical path the
 model's walk finds, as ``Predictor.predict`` gives them on the whole job, with no process holding two ranks.
 
-The rounds run on the ranks' kept traces after the scan's own (``dag/scan.py``'s ``then``):
+The rounds run on the ranks' kept traces after the scan's own (``job/scan.py``'s ``then``):
 
 1. each rank says where its steps start and how long they span, and where its receives resumed; the driver
    takes the job's frame of each step (its earliest start, its longest span) and every edge between two ranks
@@ -31,9 +31,6 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from bottleneck_oracle.dag.scan import Scan
-from bottleneck_oracle.dag.scan_rounds import KeptJob
-from bottleneck_oracle.dag.types import EdgeType
 from bottleneck_oracle.gnn.data import NODE_TYPES
 from bottleneck_oracle.gnn.rank_model import (
     Boundary,
@@ -46,6 +43,9 @@ from bottleneck_oracle.gnn.rank_model import (
     rank_steps,
 )
 from bottleneck_oracle.gnn.walk import WalkPart, walk_parts
+from bottleneck_oracle.graph.types import EdgeType
+from bottleneck_oracle.job.scan import Scan
+from bottleneck_oracle.job.scan_rounds import KeptJob
 
 __all__ = ["StepModel", "ScanModel", "model_rounds", "model_to_dict", "scan_model"]
 

@@ -23,7 +23,6 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from bottleneck_oracle.dag.op_classes import OP_CLASSES
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.gnn.baselines import aggregates, fit_kappa
 from bottleneck_oracle.gnn.corpus import Sample
@@ -32,6 +31,7 @@ from bottleneck_oracle.gnn.edits import edit_features
 from bottleneck_oracle.gnn.hetero import model_inputs
 from bottleneck_oracle.gnn.model import HeteroGAT, ModelConfig, Output, interference_ms
 from bottleneck_oracle.gnn.walk import global_scores, path_loss, walk
+from bottleneck_oracle.graph.op_classes import OP_CLASSES
 
 __all__ = ["TrainConfig", "Checkpoint", "train", "refit_heads", "save_checkpoint", "load_checkpoint", "items",
            "loss_of", "graph_of", "log_corrected_error", "Item", "constant_kappa", "CHECKPOINT_VERSION", "record_metrics"]

@@ -1,4 +1,7 @@
-"""The graph database: GraphStore backends (embedded FalkorDB, Neo4j), schema, loader, query library."""
+"""The graph database: GraphStore backends (embedded FalkorDB, Neo4j), schema, loader, query library.
+
+Imports the graph model and the analysis layers below it; never the what-if, the service layer or above.
+"""
 
 from bottleneck_oracle.graphdb.loader import LoadReport, delete_trace, list_traces, load_analysis, trace_id
 from bottleneck_oracle.graphdb.server import ServerInfo, server_status, start_server, stop_server

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bottleneck_oracle.analysis.analysis import Analysis
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.errors import GraphStoreError, StoreUnavailableError
 from bottleneck_oracle.executor import Executor
 from bottleneck_oracle.graphdb.parts import PART_OPS, OpSource

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bottleneck_oracle.dag.finding import Finding
+from bottleneck_oracle.findings.finding import Finding
 from bottleneck_oracle.graphdb.embedding import Embedder
 from bottleneck_oracle.graphdb.store import GraphStore
 from bottleneck_oracle.graphdb.types import Row

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.dag.types import EdgeType, NodeKind, Role
+from bottleneck_oracle.analysis.analysis import Analysis
+from bottleneck_oracle.graph.types import EdgeType, NodeKind, Role
 from bottleneck_oracle.graphdb.schema import DAG_RELS
 
 __all__ = ["OpSource", "PART_OPS", "edge_phase", "file_shift_ns", "to_us"]
@@ -43,7 +43,7 @@ def to_us(ns: np.ndarray) -> list[float]:
 
 def file_shift_ns(a: Analysis) -> np.ndarray:
     """int64 per rank id: what turns the analysis clock into the ``ts`` each rank's file uses
-    (as ``dag.report.file_ts_us``)."""
+    (as ``analysis.report.file_ts_us``)."""
     trace = a.graph.trace
     shift = {info.rank: trace.origin_ns - info.base_ns for info in trace.ranks}
     top = max([int(a.graph.rank.max(initial=0)), *shift]) + 1

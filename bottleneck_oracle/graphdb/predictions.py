@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bottleneck_oracle.dag.analysis import Analysis
+from bottleneck_oracle.analysis.analysis import Analysis
 from bottleneck_oracle.graphdb.store import GraphStore
 from bottleneck_oracle.graphdb.tables import step_key
 

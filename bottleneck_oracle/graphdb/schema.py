@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from bottleneck_oracle.dag.types import EdgeType
+from bottleneck_oracle.graph.types import EdgeType
 
 __all__ = [
     "Label", "Rel", "Key", "VectorIndex", "DAG_RELS", "KEYS", "INDEXES", "REL_INDEXES", "VECTOR_INDEXES",

@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.dag.critical_path import StepReport
-from bottleneck_oracle.dag.finding import untraced_wait_ns
-from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
-from bottleneck_oracle.dag.types import CATEGORIES, EdgeType
+from bottleneck_oracle.analysis.analysis import Analysis
 from bottleneck_oracle.errors import GraphError
+from bottleneck_oracle.findings.finding import untraced_wait_ns
+from bottleneck_oracle.findings.gpu_bound import gpu_bound_steps
+from bottleneck_oracle.graph.critical_path import StepReport
+from bottleneck_oracle.graph.types import CATEGORIES, EdgeType
 from bottleneck_oracle.graphdb.parts import PART_OPS, OpSource, edge_phase, file_shift_ns, to_us
 from bottleneck_oracle.graphdb.schema import SCHEMA_VERSION
 from bottleneck_oracle.graphdb.types import Detail
@@ -31,7 +31,7 @@ __all__ = ["Table", "GraphTables", "graph_tables", "critical_nodes", "expand_hop
            "TOP_OPS"]
 
 TOP_OPS = 10  # op names kept per step in the summary columns
-# the GPU timeline's fields a Step node keeps, as ``gpu_<field>`` (dag/gpu_timeline.py; ``total`` is the wall)
+# the GPU timeline's fields a Step node keeps, as ``gpu_<field>`` (graph/gpu_timeline.py; ``total`` is the wall)
 GPU_FIELDS = ("busy_ms", "idle_ms", "computation_ms", "comm_ms", "exposed_comm_ms", "memcpy_ms", "exposed_memcpy_ms")
 # (nodes, relationships) each row of a phase creates
 _COUNTS = {
@@ -302,7 +302,7 @@ def _findings(a: Analysis, trace_id: str) -> tuple[Table, Table]:
         "step": [f.step for f in a.findings], "ranks": [list(f.ranks) for f in a.findings],
         "ops": [list(f.ops) for f in a.findings], "impact_ms": [float(f.impact_ms) for f in a.findings],
         "evidence": [f.evidence for f in a.findings], "severity": [f.severity for f in a.findings],
-        # the cause of its step (dag/cause.py), with the ranks that waited for it and how long
+        # the cause of its step (findings/cause.py), with the ranks that waited for it and how long
         "cause": [f.cause for f in a.findings], "waiting": [list(f.waiting) for f in a.findings],
         "waited_ms": [[float(w) for w in f.waited_ms] for f in a.findings],
     })

@@ -1,6 +1,8 @@
 """Prompt templates as files, loaded by name: ``load("system")`` reads ``system.md``,
 ``load_yaml("intents")`` parses ``intents.yaml``. The agent's system prompt, its tool-use rules, the
-offline planner's example questions and the answer templates all live here, not in code."""
+offline planner's example questions and the answer templates all live here, not in code.
+Imports only the shared base modules.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """GraphRAG retrieval: critical-subgraph retrieval, context within a token budget, finding memory and
-playbook vector search."""
+playbook vector search.
+Imports ``graphdb/`` and below.
+"""
 
 from bottleneck_oracle.retrieval.context import DEFAULT_BUDGET_TOKENS, condense, estimate_tokens
 from bottleneck_oracle.retrieval.memory import playbook_search, similar_findings

@@ -19,8 +19,8 @@ import statistics
 from collections import Counter
 from typing import Any
 
-from bottleneck_oracle.dag.op_classes import OP_CLASSES, classify_strings
-from bottleneck_oracle.dag.types import CATEGORIES
+from bottleneck_oracle.graph.op_classes import OP_CLASSES, classify_strings
+from bottleneck_oracle.graph.types import CATEGORIES
 from bottleneck_oracle.graphdb.types import Row
 from bottleneck_oracle.retrieval.subgraph import Subgraph
 

@@ -1,5 +1,7 @@
 """The GPU-cluster training simulator: synthetic Kineto traces of LLM training with the ground
-truth of every step and fault, what-if re-simulations, and the corpus the graph model learns from."""
+truth of every step and fault, what-if re-simulations, and the corpus the graph model learns from.
+Imports ``truth/`` and the shared base modules only, as ``capture/``.
+"""
 
 from bottleneck_oracle.synth.config import SynthConfig
 from bottleneck_oracle.synth.hardware import HARDWARE, Hardware

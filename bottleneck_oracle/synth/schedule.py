@@ -31,7 +31,7 @@ class SimResult:
         config: the job.
         steps: the ``ProfilerStep#N`` numbers.
         step_ms: float64[ranks, steps]: from the step's start on the CPU to the later of its
-            CPU end and the end of the GPU work it launched, as ``dag/steps.py`` measures it.
+            CPU end and the end of the GPU work it launched, as ``graph/steps.py`` measures it.
     """
 
     config: SynthConfig

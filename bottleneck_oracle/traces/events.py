@@ -193,7 +193,7 @@ class Trace:
 
     def with_clocks_moved(self, offset_ns: np.ndarray) -> Trace:
         """This trace with each rank's times taken back by what its clock read ahead (``offset_ns``, int64
-        by rank; ``dag/clocks.py``), time 0 still at the earliest event. A file's own times stay
+        by rank; ``analysis/clocks.py``), time 0 still at the earliest event. A file's own times stay
         reachable: ``base_ns`` moves with the rank's times."""
         ev, fl = self.events, self.flows
         start = ev.start_ns - offset_ns[ev.rank]

@@ -1,5 +1,7 @@
 """Ground truth shared by the recorders (`capture/`, `synth/`) and read by `gnn/` and the evals: the
-injected-fault and edit languages, and the files beside a job's traces (manifest.json, whatif.json)."""
+injected-fault and edit languages, and the files beside a job's traces (manifest.json, whatif.json).
+Imports only the shared base modules.
+"""
 
 from bottleneck_oracle.truth.edits import (
     WHATIF_NAME,

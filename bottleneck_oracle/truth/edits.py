@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 COLLECTIVES = ("allreduce", "reducescatter", "allgather", "sendrecv", "alltoall", "broadcast")
-# The op classes of dag/op_classes.py, named here so an edit is checked where it is parsed.
+# The op classes of graph/op_classes.py, named here so an edit is checked where it is parsed.
 OP_CLASS_NAMES = ("gemm", "attention", "norm", "softmax", "loss", "embedding", "optimizer", "dataloader",
                   "checkpoint", "memory", "elementwise", "backward")
 _OP_ALIASES = {"dataload": "dataloader"}

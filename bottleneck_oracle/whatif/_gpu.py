@@ -5,8 +5,8 @@ waiting for a late peer is no work a faster host could not save (``GpuTimeline.w
 
 from __future__ import annotations
 
-from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.dag.gpu_bound import GPU_BOUND_SHARE, HOST_SIDE, GpuBound, gpu_bound_steps
+from bottleneck_oracle.analysis.analysis import Analysis
+from bottleneck_oracle.findings.gpu_bound import GPU_BOUND_SHARE, HOST_SIDE, GpuBound, gpu_bound_steps
 from bottleneck_oracle.truth.edits import Edit, EditKind
 
 __all__ = ["HOST_SIDE", "gpu_bound_of", "gpu_busy_ms", "is_host_side"]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bottleneck_oracle.dag.analysis import Analysis, analyze
+from bottleneck_oracle.analysis.analysis import Analysis, analyze
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.synth.config import SynthConfig
 from bottleneck_oracle.synth.synthesize import synthesize

@@ -4,7 +4,7 @@ predicted, ranked by the time it saves, and a plan that applies the best one and
 A candidate is an edit (``fix CATEGORY`` for every finding of the step, and the edit of every
 playbook remedy for those categories; on a GPU-bound step, the kernel-side remedies instead of the
 host-side fixes). The loop applies the best candidate to the graph, moves
-the trace's events to where the edited graph puts them and analyses it again (``whatif/retime.py``),
+the trace's events to where the edited graph puts them and analyses it again (``replay/retime.py``),
 so what the change exposes is found; it predicts every candidate on that job, old and new, and
 stops when the next one would save less than ``MIN_GAIN`` of the step. Two candidates that
 predict the same step time with the same critical path are one change seen twice (a straggler
@@ -18,14 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from bottleneck_oracle.dag.analysis import Analysis
+from bottleneck_oracle.analysis.analysis import Analysis
 from bottleneck_oracle.errors import ConfigError, OracleError
 from bottleneck_oracle.graphdb.playbook import PlaybookEntry
+from bottleneck_oracle.replay.retime import edited_analysis
 from bottleneck_oracle.truth.edits import Edit, EditKind, edit_to_json, edit_type, format_edit, parse_edit
 from bottleneck_oracle.vocabulary import Bottleneck
 from bottleneck_oracle.whatif._gpu import HOST_SIDE, gpu_bound_of
 from bottleneck_oracle.whatif.predict import WhatIfPrediction, baseline_ms, predict_whatif, recorded_scores
-from bottleneck_oracle.whatif.retime import edited_analysis
 
 if TYPE_CHECKING:
     from bottleneck_oracle.gnn.predict import Predictor
@@ -242,7 +242,7 @@ def _ranked(cs: list[Candidate], cause: str = "") -> list[Candidate]:
 
 def _merged(cs: list[Candidate], a: Analysis, step: int) -> list[Candidate]:
     """Candidates with the same predicted time and critical path merged into the one whose finding the
-    analysis ranks first (the step's cause, ``dag/cause.py``, before any other; a cause before the
+    analysis ranks first (the step's cause, ``findings/cause.py``, before any other; a cause before the
     straggler it makes); and the fix of a straggler whose lateness a finding on its own rank and step
     explains merged into that cause's fix."""
     cause = a.cause(step)
@@ -271,7 +271,7 @@ def _merged(cs: list[Candidate], a: Analysis, step: int) -> list[Candidate]:
 
 def _explained_stragglers(a: Analysis) -> set[str]:
     """Categories of the findings that explain a straggler: on its late rank, in its step, and the
-    causes that made other ranks wait (``dag/cause.py``)."""
+    causes that made other ranks wait (``findings/cause.py``)."""
     late = {(f.step, f.ranks) for f in a.findings if f.category == Bottleneck.STRAGGLER_RANK}
     made_wait = lambda f: f.cause and f.waiting and f.category != Bottleneck.EXPOSED_COMMUNICATION  # noqa: E731
     return {str(f.category) for f in a.findings
@@ -289,7 +289,7 @@ def _same(x: Candidate, y: Candidate) -> bool:
 
 
 def _microbatches(a: Analysis) -> int:
-    from bottleneck_oracle.whatif.structural import pipeline_microbatches
+    from bottleneck_oracle.replay.structural import pipeline_microbatches
 
     return pipeline_microbatches(a)
 

@@ -5,7 +5,7 @@ Predictors:
     ``replay``: the edited DAG replayed (longest path over the new weights): exact where nothing
         interferes, since the DAG reproduces the trace to the nanosecond.
     ``gnn_replay``: the replay corrected by the graph model for the compute/communication
-        interference the edit changes (``dag/interference.py``).
+        interference the edit changes (``replay/interference.py``).
     ``gnn``: the graph model's own step time for the edited graph.
     ``schedule``: for ``microbatches``, the 1F1B schedule re-instantiated from the trace's stages.
 
@@ -20,15 +20,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.dag.critical_path import StepReport, replayed_report
-from bottleneck_oracle.dag.longest_path import longest_path
-from bottleneck_oracle.dag.types import CATEGORIES, Category
-from bottleneck_oracle.dag.whatif import weights_with
+from bottleneck_oracle.analysis.analysis import Analysis
 from bottleneck_oracle.errors import ConfigError, NotFoundError
+from bottleneck_oracle.graph.critical_path import StepReport, replayed_report
+from bottleneck_oracle.graph.longest_path import longest_path
+from bottleneck_oracle.graph.types import CATEGORIES, Category
+from bottleneck_oracle.replay.compile import compile_edits
+from bottleneck_oracle.replay.engine import weights_with
 from bottleneck_oracle.truth.edits import Edit, EditKind, edit_to_json, edit_type
 from bottleneck_oracle.whatif._gpu import gpu_busy_ms, is_host_side
-from bottleneck_oracle.whatif.compile import compile_edits
 
 if TYPE_CHECKING:
     from bottleneck_oracle.gnn.predict import Predictor
@@ -191,7 +191,7 @@ def predict_whatif(a: Analysis, step: int, edits: Sequence[Edit],
 def _at_least_gpu_busy(a: Analysis, step: int, edits: tuple[Edit, ...], predicted: dict[str, float],
                        assumptions: tuple[str, ...]) -> tuple[dict[str, float], tuple[str, ...]]:
     """A host-side fix's predictions floored at the step's GPU busy time: a faster host cannot save
-    time the GPU was busy (``dag/gpu_timeline.py``)."""
+    time the GPU was busy (``graph/gpu_timeline.py``)."""
     busy = gpu_busy_ms(a, step) if is_host_side(edits) else None
     if busy is None or all(v >= busy for v in predicted.values()):
         return predicted, assumptions
@@ -201,7 +201,7 @@ def _at_least_gpu_busy(a: Analysis, step: int, edits: tuple[Edit, ...], predicte
 
 
 def _rescheduled(a: Analysis, step: int, edits: tuple[Edit, ...], before: PathSummary) -> WhatIfPrediction:
-    from bottleneck_oracle.whatif.structural import microbatches
+    from bottleneck_oracle.replay.structural import microbatches
 
     if len(edits) > 1:
         raise ConfigError("edit microbatches: predicted on its own; give it without other edits")

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from bottleneck_oracle.dag.analysis import Analysis, analyze
+from bottleneck_oracle.analysis.analysis import Analysis, analyze
 from bottleneck_oracle.errors import ConfigError, TraceFormatError
 from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.edits import Edit

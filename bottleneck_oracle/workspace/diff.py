@@ -1,4 +1,4 @@
-"""Two runs compared (``dag/diff.py``), resolved as every command resolves a trace, and named baselines.
+"""Two runs compared (``analysis/diff.py``), resolved as every command resolves a trace, and named baselines.
 
 The CLI's ``oracle diff``, the agent's ``compare_runs`` tool and the HTTP API call ``diff_traces``. A
 baseline is a name for a trace the workspace knows (``baselines.json`` in the workspace): a CI job
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from bottleneck_oracle.analysis.diff import RunDiff, diff_runs
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.dag.diff import RunDiff, diff_runs
 from bottleneck_oracle.errors import ConfigError, NotFoundError
 from bottleneck_oracle.workspace.diff_whatif import whatif_between
 from bottleneck_oracle.workspace.traces import Resolved, atomic_write, open_trace

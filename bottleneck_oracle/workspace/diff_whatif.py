@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.dag.diff import RunDiff
+from bottleneck_oracle.analysis.analysis import Analysis
+from bottleneck_oracle.analysis.diff import RunDiff
 from bottleneck_oracle.errors import OracleError
 from bottleneck_oracle.truth.edits import parse_edit
 from bottleneck_oracle.whatif.predict import predict_whatif

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bottleneck_oracle.analysis.analysis import Analysis
+from bottleneck_oracle.analysis.report import finding_to_dict
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.dag.report import finding_to_dict
 from bottleneck_oracle.graphdb.playbook import PlaybookEntry, read_playbook
 from bottleneck_oracle.workspace.traces import open_trace
 

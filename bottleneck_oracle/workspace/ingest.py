@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bottleneck_oracle.analysis.analysis import Analysis
 from bottleneck_oracle.config import EMBEDDED_GRAPH_URL, Settings
-from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.executor import Executor, executor_of
 from bottleneck_oracle.graphdb import (
@@ -80,7 +80,7 @@ def ingest(paths: Sequence[Path], settings: Settings, *, detail: Detail = Detail
     stores the graph model's predictions unless ``predict`` is off.
 
     Args:
-        steps_from: a regex: the user annotations it matches are the steps (see ``dag.analysis.analyze``).
+        steps_from: a regex: the user annotations it matches are the steps (see ``analysis.analysis.analyze``).
         stage: called with what starts next (``reading traces``, ``analysing``, ...), and with a
             ``skipping ...`` message for a step that cannot run here.
         progress: called after each loaded batch with (done, total).

@@ -10,9 +10,9 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from bottleneck_oracle.dag.finding import rank_ranges, untraced_matters
-from bottleneck_oracle.dag.types import CATEGORIES
 from bottleneck_oracle.errors import ConfigError, NotFoundError
+from bottleneck_oracle.findings.finding import rank_ranges, untraced_matters
+from bottleneck_oracle.graph.types import CATEGORIES
 from bottleneck_oracle.graphdb import GraphStore
 from bottleneck_oracle.graphdb.tables import GPU_FIELDS
 from bottleneck_oracle.workspace.loaded import LoadedTrace
@@ -36,7 +36,7 @@ def _breakdown(row: dict[str, Any]) -> dict[str, float]:
 
 
 def _untraced(row: dict[str, Any]) -> dict[str, Any] | None:
-    """The step's GPU wait for what the trace does not show (``dag/finding.py``), where an answer must
+    """The step's GPU wait for what the trace does not show (``findings/finding.py``), where an answer must
     say so: ``{step, rank, ms, pct}`` (pct of the wall time); else None."""
     wait, wall = float(row.get("untraced_wait_ms") or 0.0), float(row["wall_ms"])
     if not untraced_matters(wait * 1e6, wall * 1e6):
@@ -45,7 +45,7 @@ def _untraced(row: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _gpu(row: dict[str, Any]) -> dict[str, float] | None:
-    """What the GPU did in the step's window (``dag/gpu_timeline.py``), or None: its rank recorded no GPU work."""
+    """What the GPU did in the step's window (``graph/gpu_timeline.py``), or None: its rank recorded no GPU work."""
     if row.get("gpu_busy_ms") is None:
         return None
     return {f: _ms(row[f"gpu_{f}"]) for f in GPU_FIELDS} | {"busy_pct": float(row["gpu_busy_pct"])}
@@ -156,7 +156,7 @@ def _late_findings(findings: list[dict[str, Any]], step: int) -> list[dict[str, 
 
 
 def _cause(findings: list[dict[str, Any]], step: int) -> dict[str, Any] | None:
-    """The step's cause (``dag/cause.py``: what delayed it, on the rank that did, with the ranks that
+    """The step's cause (``findings/cause.py``: what delayed it, on the rank that did, with the ranks that
     waited and how long), else its first major finding (a chronic one when the step has none)."""
     major = [f for f in findings if f["severity"] == "major" and f["step"] in (step, None)]
     found = next((f for f in major if f["is_cause"] and f["step"] == step), major[0] if major else None)
@@ -192,7 +192,7 @@ def explain_step(store: GraphStore, t: LoadedTrace, step: int | None = None, ran
     did (``gpu``; None on a rank without GPU work, ``has_gpu`` False for a trace without GPU events) and
     its GPU-bound verdict (``gpu_bound``, None when not), its GPU's wait for what the trace does not show
     (``untraced_wait``, None when small), the ops that carry its critical path, and the findings that
-    explain it. ``cause``: the finding of what delayed the step (``dag/cause.py``), with
+    explain it. ``cause``: the finding of what delayed the step (``findings/cause.py``), with
     ``rank`` (the rank that delayed it, the one explained when no rank is asked), ``waited`` (the ranks
     that waited for it, ``[{rank, ms}]``) and ``is_cause`` (False: no cause marked, its first major
     finding instead)."""
@@ -232,7 +232,7 @@ def compare_ranks(store: GraphStore, t: LoadedTrace, rank_b: int, rank_a: int | 
     """Rank ``rank_b`` against ``rank_a`` (default: the step's typical rank, its median wall time) in one
     step (default: the complete step where their critical paths differ most): wall time, each category
     of their critical paths, what each GPU did, and each rank's major findings of the step; ``cause``:
-    the step's cause (``dag/cause.py``), which names the rank that delayed the step."""
+    the step's cause (``findings/cause.py``), which names the rank that delayed the step."""
     read = _rows(store, t)
     complete = {(r["step"], r["rank"]): r for r in read if not r["partial"]}
     ranks = sorted({r["rank"] for r in read})

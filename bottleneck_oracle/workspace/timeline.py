@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from bottleneck_oracle.analysis.analysis import Analysis
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.dag.critical_path import StepReport
-from bottleneck_oracle.dag.intervals import merged
-from bottleneck_oracle.dag.points import LANE
-from bottleneck_oracle.dag.types import CATEGORIES, Category, NodeKind
 from bottleneck_oracle.errors import NotFoundError
+from bottleneck_oracle.graph.critical_path import StepReport
+from bottleneck_oracle.graph.intervals import merged
+from bottleneck_oracle.graph.points import LANE
+from bottleneck_oracle.graph.types import CATEGORIES, Category, NodeKind
 from bottleneck_oracle.whatif.predict import WhatIfPrediction
 from bottleneck_oracle.workspace.traces import open_trace
 

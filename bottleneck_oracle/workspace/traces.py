@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bottleneck_oracle.analysis.analysis import Analysis, analyze
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.errors import ConfigError, NotFoundError
 from bottleneck_oracle.executor import executor_of
 from bottleneck_oracle.graphdb.loader import trace_id, trace_name

@@ -11,9 +11,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from bottleneck_oracle.agent.conversation import Answer, Conversation
+from bottleneck_oracle.analysis.analysis import Analysis
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.dag.finding import MAJOR, Finding
+from bottleneck_oracle.findings.finding import MAJOR, Finding
 from bottleneck_oracle.graphdb import stop_server
 from bottleneck_oracle.synth import SynthConfig, synthesize
 from bottleneck_oracle.truth.injection import parse_injection
@@ -48,14 +48,14 @@ def folder_of(a: Analysis) -> Path:
 
 def synth_job(folder: Path, inject: str, **job: object) -> Path:
     """A synthetic GPU job (4 steps unless ``job`` says) with the faults of ``inject`` (``;`` between two), as
-    ``tests/dag/synth_cases.py`` makes them, in ``folder``."""
+    ``tests/analysis/synth_cases.py`` makes them, in ``folder``."""
     injections = tuple(parse_injection(i) for i in inject.split(";"))
     synthesize(folder, SynthConfig(**{"steps": 4, "injections": injections, **job}))  # type: ignore[arg-type]
     return folder
 
 
 def analysis_cause(a: Analysis, step: int) -> Finding | None:
-    """What the analysis blames for ``step``: its cause (``dag/cause.py``), else its first major finding,
+    """What the analysis blames for ``step``: its cause (``findings/cause.py``), else its first major finding,
     when the step is slow (what ``workspace.steps.explain_step`` reports as the cause)."""
     if step not in {s.step for s in a.slow_steps}:
         return None

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from bottleneck_oracle.analysis.analysis import Analysis
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.dag.analysis import Analysis
 from bottleneck_oracle.truth.injection import parse_injection
 from tests.agent.cases import (
     analysis_cause,
@@ -30,7 +30,7 @@ from tests.captured_data import BY_INJECTION, captured
 # injection -> (the category the analysis reports as the step's cause, or those it may, the ranks it blames)
 FAULTS: dict[str, tuple[str | tuple[str, ...], tuple[int, ...]]] = {
     "host_pause@4:0=150ms": ("host_pause", (0,)),
-    # the late rank's own pause comes first, then the straggler it made (tests/dag/test_captured.py):
+    # the late rank's own pause comes first, then the straggler it made (tests/analysis/test_captured.py):
     # the sleep at the step's start is a host_pause on rank 1, and the straggler_rank finding follows it
     "straggler_rank@4:1=150ms": ("host_pause", (1,)),
     "dataloader_stall@4:0=150ms": ("dataloader_stall", (0,)),
@@ -38,7 +38,7 @@ FAULTS: dict[str, tuple[str | tuple[str, ...], tuple[int, ...]]] = {
     # host time (seen as a host_pause on live captures)
     "checkpoint_stall@4:1=64MB": (("checkpoint_stall", "host_pause"), (1,)),
     "slow_compute@4:1=4x": ("slow_compute", (1,)),
-    # a blocking all-reduce on gloo: the main thread's wait on it is communication (dag/points.py), on
+    # a blocking all-reduce on gloo: the main thread's wait on it is communication (graph/points.py), on
     # both ranks (the cause names one, the other waited beside it)
     "exposed_communication@4=128MB": ("exposed_communication", ()),
 }

@@ -4,7 +4,7 @@ each asked "why is step 3 slow?" offline, must come back as the injected cause a
 rank where one rank was hit, with a culprit op, grounded; and "what should I change first?" must
 put the fix of that cause first, with its predicted gain and the predictor that made it.
 
-The jobs and faults are those the detectors are known to find (tests/dag/test_detection.py).
+The jobs and faults are those the detectors are known to find (tests/findings/test_detection.py).
 """
 
 from __future__ import annotations

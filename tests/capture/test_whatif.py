@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from bottleneck_oracle.analysis.analysis import analyze
 from bottleneck_oracle.capture.config import CaptureConfig, parse_injection
 from bottleneck_oracle.capture.whatif import CaptureWhatIf, apply_capture_edit, capture_whatif
-from bottleneck_oracle.dag.analysis import analyze
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.edits import WHATIF_NAME, Edit

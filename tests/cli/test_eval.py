@@ -111,7 +111,7 @@ def test_an_agent_with_a_detector_disabled_is_a_regression(tmp_path: Path, monke
     assert before["rootcause"]["top1_accuracy"] == 1.0, before["rootcause"]["cases"]
     assert (tmp_path / "old" / "report.md").is_file() and (tmp_path / "old" / "confusion.png").is_file()
     # the same agent with the pipeline-bubble detector gone, in a fresh workspace (analyses are cached there)
-    monkeypatch.setattr("bottleneck_oracle.dag.findings.pipeline_bubbles", lambda *args, **kwargs: [])
+    monkeypatch.setattr("bottleneck_oracle.findings.findings.pipeline_bubbles", lambda *args, **kwargs: [])
     home = tmp_path / "home_new"
     try:
         broken = run_suites(cases, Settings(home=home, workers=2), suites=("rootcause",))

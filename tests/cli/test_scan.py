@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bottleneck_oracle.dag.report import cause_text, scan_to_dict
-from bottleneck_oracle.dag.scan import scan
+from bottleneck_oracle.analysis.report import cause_text
 from bottleneck_oracle.executor import LocalExecutor
+from bottleneck_oracle.job.scan import scan
+from bottleneck_oracle.job.scan_report import scan_to_dict
 from tests.conftest import REPO, run_oracle
 
 EXAMPLE = REPO / "examples" / "gpt_2rank"

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bottleneck_oracle.dag.analysis import analyze
-from bottleneck_oracle.dag.finding import MAJOR
+from bottleneck_oracle.analysis.analysis import analyze
 from bottleneck_oracle.evals.make_cases import LEFT_OUT, STEP
 from bottleneck_oracle.evals.types import Case
+from bottleneck_oracle.findings.finding import MAJOR
 from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.vocabulary import Bottleneck
 

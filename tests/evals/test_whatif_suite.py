@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from bottleneck_oracle.analysis.analysis import analyze
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.dag.analysis import analyze
 from bottleneck_oracle.evals.types import Case, EditTruth, Expect
 from bottleneck_oracle.evals.whatif_suite import run_whatif
 from bottleneck_oracle.synth import SynthConfig, load_synth_manifest, synthesize

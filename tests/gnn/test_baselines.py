@@ -3,7 +3,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bottleneck_oracle.dag.types import NodeKind
 from bottleneck_oracle.gnn.baselines import (
     AggregateRegressors,
     aggregates,
@@ -12,7 +11,8 @@ from bottleneck_oracle.gnn.baselines import (
 )
 from bottleneck_oracle.gnn.data import FEATURES, step_graphs
 from bottleneck_oracle.gnn.edits import edit_features
-from tests.dag.synth_cases import synth_case
+from bottleneck_oracle.graph.types import NodeKind
+from tests.analysis.synth_cases import synth_case
 
 
 def test_compute_sum_is_the_slowest_ranks_kernel_time() -> None:

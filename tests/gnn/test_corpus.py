@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bottleneck_oracle.dag.types import NodeKind
 from bottleneck_oracle.gnn.corpus import load_sample, node_edit, replayed_step_ms
+from bottleneck_oracle.graph.types import NodeKind
 from bottleneck_oracle.truth.edits import WHATIF_NAME
-from tests.dag.synth_cases import synth_case
+from tests.analysis.synth_cases import synth_case
 
 
 def test_splits_hold_their_samples_with_what_ifs(tiny_splits) -> None:  # type: ignore[no-untyped-def]
@@ -118,9 +118,9 @@ def test_a_real_recapture_without_a_stall_is_a_node_edit(recaptured_stall: Path)
 
 @pytest.mark.live  # compares real times of two runs: make test-live
 def test_live_recapture_without_a_stall_gives_its_time_back(recaptured_stall: Path) -> None:
-    from bottleneck_oracle.dag.analysis import analyze
-    from bottleneck_oracle.dag.whatif import replay
+    from bottleneck_oracle.analysis.analysis import analyze
     from bottleneck_oracle.gnn.corpus import injection_removal, load_captures
+    from bottleneck_oracle.replay.engine import replay
     from bottleneck_oracle.traces import read_trace
 
     (sample,) = load_captures(recaptured_stall)

@@ -5,10 +5,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from bottleneck_oracle.dag.op_classes import op_class_mask
-from bottleneck_oracle.dag.types import NodeKind
 from bottleneck_oracle.gnn.data import FEATURES, node_ranks, step_graphs
-from tests.dag.synth_cases import synth_case
+from bottleneck_oracle.graph.op_classes import op_class_mask
+from bottleneck_oracle.graph.types import NodeKind
+from tests.analysis.synth_cases import synth_case
 
 _C = {name: i for i, name in enumerate(FEATURES)}
 

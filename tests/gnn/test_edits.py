@@ -8,7 +8,7 @@ import pytest
 from bottleneck_oracle.gnn.data import COLUMN as _C
 from bottleneck_oracle.gnn.data import step_graphs
 from bottleneck_oracle.gnn.edits import edit_features, rewire
-from tests.dag.synth_cases import synth_case
+from tests.analysis.synth_cases import synth_case
 
 
 def _case():  # type: ignore[no-untyped-def]

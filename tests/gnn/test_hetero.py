@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bottleneck_oracle.gnn.data import NODE_TYPES, step_graphs
 from bottleneck_oracle.gnn.hetero import to_hetero
-from tests.dag.synth_cases import synth_case
+from tests.analysis.synth_cases import synth_case
 
 
 def _case():  # type: ignore[no-untyped-def]

@@ -10,7 +10,7 @@ from bottleneck_oracle.gnn.data import step_graphs
 from bottleneck_oracle.gnn.hetero import model_inputs
 from bottleneck_oracle.gnn.model import HeteroGAT, ModelConfig
 from bottleneck_oracle.gnn.train import Item, loss_of
-from tests.dag.synth_cases import synth_case
+from tests.analysis.synth_cases import synth_case
 from tests.gnn.conftest import small_model
 
 

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from bottleneck_oracle.dag.types import NodeKind
-from bottleneck_oracle.dag.whatif import Edit
 from bottleneck_oracle.gnn.predict import SHIPPED_CHECKPOINT, Predictor
-from tests.dag.synth_cases import synth_case
+from bottleneck_oracle.graph.types import NodeKind
+from bottleneck_oracle.replay.engine import Edit
+from tests.analysis.synth_cases import synth_case
 
 
 def test_the_shipped_checkpoint_predicts_a_step_and_its_critical_nodes() -> None:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bottleneck_oracle.dag.analysis import analyze
-from bottleneck_oracle.dag.scan import scan
+from bottleneck_oracle.analysis.analysis import analyze
 from bottleneck_oracle.executor import LocalExecutor
 from bottleneck_oracle.gnn import scan_model as scan_model_module
 from bottleneck_oracle.gnn.data import COLUMN, node_ranks, step_graphs
 from bottleneck_oracle.gnn.predict import Predictor
 from bottleneck_oracle.gnn.rank_model import RankSteps
 from bottleneck_oracle.gnn.scan_model import model_rounds
+from bottleneck_oracle.job.scan import scan
 from bottleneck_oracle.traces import read_trace
 from tests.conftest import REAL
 

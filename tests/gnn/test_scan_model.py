@@ -10,18 +10,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bottleneck_oracle.dag.analysis import Analysis, analyze
-from bottleneck_oracle.dag.scan import scan
-from bottleneck_oracle.dag.types import EdgeType, Role
+from bottleneck_oracle.analysis.analysis import Analysis, analyze
 from bottleneck_oracle.executor import LocalExecutor, RayExecutor
 from bottleneck_oracle.gnn import scan_model as scan_model_module
 from bottleneck_oracle.gnn.data import GraphColumns
 from bottleneck_oracle.gnn.predict import SHIPPED_CHECKPOINT, Predictor
 from bottleneck_oracle.gnn.scan_model import ScanModel, model_rounds, scan_model
+from bottleneck_oracle.graph.types import EdgeType, Role
+from bottleneck_oracle.job.scan import scan
 from bottleneck_oracle.traces import read_trace
 from tests.conftest import DATA, REAL, REPO, counted_reads, one_ray_task_killed, run_oracle
-from tests.dag.test_rank_replay import _folders
-from tests.dag.test_scan import _job
+from tests.job.test_scan import _job
+from tests.replay.test_rank_replay import _folders
 
 
 def _assert_predicts_as_the_whole_job(a: Analysis, m: ScanModel) -> None:

@@ -7,7 +7,7 @@ import torch
 from bottleneck_oracle.gnn.data import step_graphs
 from bottleneck_oracle.gnn.hetero import model_inputs
 from bottleneck_oracle.gnn.walk import Scores, global_scores, path_loss, walk
-from tests.dag.synth_cases import synth_case
+from tests.analysis.synth_cases import synth_case
 from tests.gnn.conftest import small_model
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from bottleneck_oracle.analysis.analysis import Analysis, analyze
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.graphdb import GraphStore, load_analysis, open_store, start_server, stop_server, trace_id
 from bottleneck_oracle.graphdb.embedding import Embedder
 from bottleneck_oracle.graphdb.memory import default_embedder

@@ -17,17 +17,25 @@ import numpy as np
 import pytest
 import redis
 
-from bottleneck_oracle.dag.analysis import analyze
-from bottleneck_oracle.dag.report import analysis_to_dict
-from tests.dag.test_report import path_rows
+from bottleneck_oracle.analysis.analysis import analyze
+from bottleneck_oracle.analysis.report import analysis_to_dict
 from bottleneck_oracle.errors import GraphStoreError
 from bottleneck_oracle.graphdb import (
-    Detail, GraphStore, delete_trace, list_traces, load_analysis, open_store, start_server, stop_server, trace_id,
+    Detail,
+    GraphStore,
+    delete_trace,
+    list_traces,
+    load_analysis,
+    open_store,
+    start_server,
+    stop_server,
+    trace_id,
 )
 from bottleneck_oracle.graphdb.queries import subgraph_query
 from bottleneck_oracle.graphdb.server import START_HINT, server_status
 from bottleneck_oracle.graphdb.tables import GraphTables, critical_nodes, graph_tables
 from bottleneck_oracle.traces import read_trace
+from tests.analysis.test_report import path_rows
 from tests.conftest import WILD
 from tests.graphdb.conftest import GPT, LoadedTrace, graph_settings
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bottleneck_oracle.dag.finding import Finding
+from bottleneck_oracle.findings.finding import Finding
 from bottleneck_oracle.graphdb import Capability, GraphStore
 from bottleneck_oracle.graphdb.embedding import Embedder
 from bottleneck_oracle.graphdb.memory import embed_findings, finding_text, findings_embedded, search_findings

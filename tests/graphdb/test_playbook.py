@@ -11,7 +11,12 @@ from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.graphdb import Capability, GraphStore
 from bottleneck_oracle.graphdb.embedding import Embedder
 from bottleneck_oracle.graphdb.playbook import (
-    PLAYBOOK_PATH, embed_playbook, ensure_playbook, playbook_version, read_playbook, search_playbook,
+    PLAYBOOK_PATH,
+    embed_playbook,
+    ensure_playbook,
+    playbook_version,
+    read_playbook,
+    search_playbook,
     shipped_embeddings,
 )
 from bottleneck_oracle.vocabulary import Bottleneck
@@ -86,7 +91,7 @@ def test_questions_find_the_remedies_of_their_category(store: GraphStore, embedd
 
 @pytest.mark.slow
 def test_a_pause_whose_python_is_named_is_not_told_to_profile_it(store: GraphStore, embedder: Embedder) -> None:
-    """A with_stack trace names the Python of a pause (dag/python_frames.py): the remedy is to move that
+    """A with_stack trace names the Python of a pause (findings/python_frames.py): the remedy is to move that
     work, not to capture the stacks it already has; without frames, it is to profile them."""
     if Capability.VECTOR_SEARCH not in store.capabilities:
         pytest.skip("no vector index on this backend")

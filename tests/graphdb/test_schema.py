@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import re
 
-from bottleneck_oracle.dag.types import EdgeType
+from bottleneck_oracle.graph.types import EdgeType
 from bottleneck_oracle.graphdb.queries import get_query, subgraph_query
 from bottleneck_oracle.graphdb.schema import (
-    DAG_RELS, INDEXES, KEYS, REL_INDEXES, TRACE_SCOPED, VECTOR_INDEXES, EMBEDDING_DIM, Label, Rel,
+    DAG_RELS,
+    EMBEDDING_DIM,
+    INDEXES,
+    KEYS,
+    REL_INDEXES,
+    TRACE_SCOPED,
+    VECTOR_INDEXES,
+    Label,
+    Rel,
 )
 from bottleneck_oracle.graphdb.types import Backend
 

@@ -12,18 +12,18 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
+from bottleneck_oracle.analysis.analysis import Analysis
+from bottleneck_oracle.analysis.report import analysis_to_dict
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.dag.analysis import Analysis
-from bottleneck_oracle.dag.collectives import collective_arrivals
-from bottleneck_oracle.dag.report import analysis_to_dict
-from tests.dag.test_report import path_rows
-from bottleneck_oracle.dag.types import NodeKind
 from bottleneck_oracle.errors import ConfigError, GraphStoreError, QueryError
+from bottleneck_oracle.graph.collectives import collective_arrivals
+from bottleneck_oracle.graph.types import NodeKind
 from bottleneck_oracle.graphdb import Capability, GraphStore, list_traces, open_store
 from bottleneck_oracle.graphdb.queries import Mode, Query, get_query, subgraph_query
 from bottleneck_oracle.graphdb.schema import DAG_RELS
 from bottleneck_oracle.graphdb.server import START_HINT, server_status
 from bottleneck_oracle.graphdb.tables import critical_nodes, expand_hops
+from tests.analysis.test_report import path_rows
 from tests.graphdb.conftest import LoadedTrace
 
 NAMES = ["gpt_2rank", "dlrm_8rank_kineto", "cp_simple_add"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bottleneck_oracle.dag.analysis import Analysis, analyze
-from bottleneck_oracle.dag.types import CATEGORIES
+from bottleneck_oracle.analysis.analysis import Analysis, analyze
+from bottleneck_oracle.graph.types import CATEGORIES
 from bottleneck_oracle.graphdb.tables import critical_nodes, expand_hops, graph_tables, step_key
 from bottleneck_oracle.graphdb.types import Detail
 from bottleneck_oracle.traces import EventKind, read_trace

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from bottleneck_oracle.dag.types import CATEGORIES
+from bottleneck_oracle.graph.types import CATEGORIES
 from bottleneck_oracle.retrieval import Subgraph, condense, critical_subgraph, estimate_tokens
 from tests.retrieval.conftest import Memory
 

@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from bottleneck_oracle import __version__
+from bottleneck_oracle.analysis.analysis import analyze
+from bottleneck_oracle.analysis.report import analysis_to_dict
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.dag.analysis import analyze
-from bottleneck_oracle.dag.report import analysis_to_dict
 from bottleneck_oracle.graphdb import stop_server
 from bottleneck_oracle.server.app import UPLOADS
 from bottleneck_oracle.traces import read_trace

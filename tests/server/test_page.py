@@ -16,11 +16,20 @@ from typing import Any
 import httpx
 import pytest
 
-from bottleneck_oracle.dag.analysis import Analysis, analyze
+from bottleneck_oracle.analysis.analysis import Analysis, analyze
 from bottleneck_oracle.traces import read_trace
 from tests.conftest import REPO
 from tests.server.browser import ask as ask_chat
-from tests.server.browser import chromium, compare, count_pixels, open_page, pick_trace, run_whatif, slow_steps, upload_files
+from tests.server.browser import (
+    chromium,
+    compare,
+    count_pixels,
+    open_page,
+    pick_trace,
+    run_whatif,
+    slow_steps,
+    upload_files,
+)
 from tests.server.browser import open_step as open_timeline_step
 from tests.server.conftest import GPT, serving, upload
 

@@ -12,7 +12,7 @@ import numpy as np
 import orjson
 import pytest
 
-from bottleneck_oracle.dag import build_graph
+from bottleneck_oracle.graph import build_graph
 from bottleneck_oracle.synth.config import SynthConfig
 from bottleneck_oracle.synth.kineto_meta import pid_of
 from bottleneck_oracle.synth.kineto_writer import rank_data, render_rank

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bottleneck_oracle.dag.analysis import analyze
-from bottleneck_oracle.dag.health import HealthCode, trace_health
+from bottleneck_oracle.analysis.analysis import analyze
+from bottleneck_oracle.analysis.health import HealthCode, trace_health
 from bottleneck_oracle.errors import TraceFormatError
 from bottleneck_oracle.traces import EventKind, read_trace
 from tests.tracebuilder import op, step, write

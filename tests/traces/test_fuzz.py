@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bottleneck_oracle.dag.analysis import analyze
+from bottleneck_oracle.analysis.analysis import analyze
 from bottleneck_oracle.errors import OracleError
 from bottleneck_oracle.traces import read_trace
 from tests.conftest import REAL, REPO, WILD

@@ -76,7 +76,7 @@ def test_kernel_without_correlation_arg_takes_it_from_its_flow(tmp_path: Path) -
 
 def test_span_past_the_window_is_clamped_to_it() -> None:
     # triton_example: a ProfilerStep#1 of 13.3 s inside a 355 ms window
-    from bottleneck_oracle.dag.analysis import analyze
+    from bottleneck_oracle.analysis.analysis import analyze
 
     a = analyze(read_trace(REAL / "hta" / "triton_example"))
     (r,) = a.steps

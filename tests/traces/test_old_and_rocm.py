@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bottleneck_oracle.dag.analysis import analyze
-from bottleneck_oracle.dag.types import CATEGORIES, Bottleneck, Category, NodeKind, Role
+from bottleneck_oracle.analysis.analysis import analyze
+from bottleneck_oracle.graph.types import CATEGORIES, Bottleneck, Category, NodeKind, Role
 from bottleneck_oracle.synth import SynthConfig, synthesize
 from bottleneck_oracle.traces import EventKind, read_trace
 from bottleneck_oracle.truth.injection import parse_injection

@@ -7,7 +7,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from bottleneck_oracle.dag.analysis import Analysis, analyze
+from bottleneck_oracle.analysis.analysis import Analysis, analyze
 from bottleneck_oracle.synth import SynthConfig, synthesize
 from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.injection import parse_injection

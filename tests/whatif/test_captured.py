@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bottleneck_oracle.analysis.analysis import Analysis, analyze
 from bottleneck_oracle.capture.capture import capture, load_manifest
 from bottleneck_oracle.capture.config import CaptureConfig, parse_injection
-from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.graphdb.playbook import read_playbook
 from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.edits import Edit, EditKind, parse_edit

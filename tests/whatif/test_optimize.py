@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from bottleneck_oracle.dag.analysis import Analysis, analyze
-from bottleneck_oracle.dag.gpu_bound import gpu_bound_steps
+from bottleneck_oracle.analysis.analysis import Analysis, analyze
 from bottleneck_oracle.errors import ConfigError
+from bottleneck_oracle.findings.gpu_bound import gpu_bound_steps
 from bottleneck_oracle.graphdb.playbook import read_playbook
 from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.edits import EditKind, format_edit
@@ -84,15 +84,15 @@ def test_the_plan_goes_on_with_what_the_first_change_exposes() -> None:
 
 
 def test_the_retimed_trace_of_a_host_bound_fix_is_analysed_again(real_traces) -> None:  # type: ignore[no-untyped-def]
-    from bottleneck_oracle.dag.analysis import analyze
+    from bottleneck_oracle.analysis.analysis import analyze
+    from bottleneck_oracle.replay.retime import edited_analysis
     from bottleneck_oracle.traces import read_trace
-    from bottleneck_oracle.whatif.retime import edited_analysis
 
     a = analyze(read_trace(real_traces / "hta" / "amd_mi250"))  # host-bound
     plan = optimize(a, 1, PLAYBOOK, budget=2)
     assert plan.plan[0].category == "launch_overhead" and plan.plan[0].prediction.best_ms < plan.baseline_ms
     # its retimed threads end ranges at one instant, each seeming to release the other: those ties are
-    # no hand-off (dag/handoffs.py), so the retimed job has no cycle and is analysed again
+    # no hand-off (graph/handoffs.py), so the retimed job has no cycle and is analysed again
     fixed = edited_analysis(a, 1, [plan.plan[0].edit])
     assert max(r.wall_ns for r in fixed.steps if r.step == 1) / 1e6 < plan.baseline_ms
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bottleneck_oracle.dag.analysis import analyze
-from bottleneck_oracle.dag.report import analysis_to_dict
+from bottleneck_oracle.analysis.analysis import analyze
+from bottleneck_oracle.analysis.report import analysis_to_dict
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.gnn.predict import Predictor
 from bottleneck_oracle.traces import read_trace

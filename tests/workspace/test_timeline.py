@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from bottleneck_oracle.analysis.analysis import Analysis, analyze
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.dag.analysis import Analysis, analyze
 from bottleneck_oracle.errors import NotFoundError
 from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.edits import parse_edit

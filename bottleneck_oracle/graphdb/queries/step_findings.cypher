@@ -6,7 +6,7 @@
 // The findings that explain a step on any rank, largest impact first: those of the step and the
 // chronic ones (step null) of its ranks, with the ops and the numbers as evidence; `minor`
 // ones are anomalies of a step that is not slow, never its cause. `cause`: the step's cause
-// (dag/cause.py: what delayed it, on the rank that did), with the ranks that waited and how long.
+// (findings/cause.py: what delayed it, on the rank that did), with the ranks that waited and how long.
 MATCH (t:Trace {id: $trace}) WHERE t.status = 'complete'
 MATCH (f:Finding)-[:EXPLAINS]->(s:Step {trace: $trace, step: $step})
 WITH DISTINCT f
