@@ -103,7 +103,8 @@ class WhatIfPrediction:
             return {}
         before, after = self.before.ops_ms, self.after.ops_ms
         delta = {op: round(after.get(op, 0.0) - before.get(op, 0.0), 3) for op in before.keys() | after.keys()}
-        shifted = sorted((op for op in delta if abs(delta[op]) >= 1e-3), key=lambda op: -abs(delta[op]))
+        # ties by name: a set's order changes from one process to the next
+        shifted = sorted((op for op in delta if abs(delta[op]) >= 1e-3), key=lambda op: (-abs(delta[op]), op))
         return {
             "entered": [{"op": op, "ms": after[op]} for op in after if op not in before][:TOP],
             "left": [{"op": op, "ms": before[op]} for op in before if op not in after][:TOP],
