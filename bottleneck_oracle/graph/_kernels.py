@@ -111,15 +111,15 @@ def topological_order(n: int, in_ptr: np.ndarray, dst: np.ndarray, out_ptr: np.n
 
 
 def longest_path(order: np.ndarray, src: np.ndarray, weight: np.ndarray, in_ptr: np.ndarray,
-                 in_order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                 in_order: np.ndarray, dist0: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Longest distance to every node from any source, and the edge that gives it.
 
     Pulls over in-edges in ``in_order``, skipping edges of negative weight (absent); on ties
     the earlier edge wins. Returns ``(dist int64[n], pred_edge int64[n])``; sources have dist
-    0, pred -1.
+    0, pred -1. Only the nodes of ``order`` are computed: the others keep ``dist0`` (default 0).
     """
     n = len(in_ptr) - 1
-    dist = np.zeros(n, np.int64)
+    dist = np.zeros(n, np.int64) if dist0 is None else _i64(dist0).copy()
     pred = np.full(n, -1, np.int64)
     order, src, weight, in_ptr, in_order = map(_i64, (order, src, weight, in_ptr, in_order))
     _longest(len(order), _p(order), _p(src), _p(weight), _p(in_ptr), _p(in_order), _p(dist), _p(pred))

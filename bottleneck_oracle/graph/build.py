@@ -15,13 +15,20 @@ import numpy as np
 
 from bottleneck_oracle.graph._kernels import lane_nesting
 from bottleneck_oracle.graph.collectives import (
-    CollectiveMatch, CommNodes, comm_nodes, completion_ns, last_arrival_ns, match_collectives, pair_gloo_calls,
+    CollectiveMatch,
+    CommNodes,
+    comm_nodes,
+    completion_ns,
+    last_arrival_ns,
+    match_collectives,
+    pair_gloo_calls,
 )
 from bottleneck_oracle.graph.graph import ExecGraph
 from bottleneck_oracle.graph.grouping import positions_by
 from bottleneck_oracle.graph.handoffs import handoff_edges, idle_resumes
+from bottleneck_oracle.graph.host_waits import host_wait_edges
 from bottleneck_oracle.graph.job_collectives import JobCollectives
-from bottleneck_oracle.graph.links import GpuNodes, inferred_stream_waits, launch_edges, sync_edges
+from bottleneck_oracle.graph.links import GpuNodes, inferred_stream_waits, launch_edges, queued_before_trace, sync_edges
 from bottleneck_oracle.graph.names import classify_names, p2p_direction
 from bottleneck_oracle.graph.steps import assign_steps, find_steps
 from bottleneck_oracle.graph.types import EdgeType, NodeKind, Role
@@ -210,8 +217,9 @@ def _edges(parts: list[tuple[np.ndarray, np.ndarray, EdgeType]]) -> tuple[np.nda
 Parts = list[tuple[np.ndarray, np.ndarray, EdgeType]]
 
 
-def _gpu_links(trace: Trace, nd: _Nodes, is_gpu: np.ndarray) -> tuple[np.ndarray, np.ndarray, Parts]:
-    """Launch and sync edges; returns the launching call and launch time of every node too."""
+def _gpu_links(trace: Trace, nd: _Nodes, is_gpu: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, Parts]:
+    """Launch and sync edges, and the host's waits on the GPU that no call names; returns the launching call
+    and launch time of every node too, and the GPU work queued before the trace."""
     kind, role, rank, start, end = nd.kind, nd.role, nd.rank, nd.start, nd.end
     corr = trace.events.correlation[nd.event]
     calls, launched = launch_edges(kind, rank, corr, is_gpu)
@@ -219,12 +227,16 @@ def _gpu_links(trace: Trace, nd: _Nodes, is_gpu: np.ndarray) -> tuple[np.ndarray
     launched_by[launched] = calls
     launch_ns = start.copy()
     launch_ns[launched] = start[calls]
-    gpu = GpuNodes(nd.lane, launch_ns, np.flatnonzero(is_gpu & (nd.parent < 0)))
+    queued = queued_before_trace(nd.lane, start, end, is_gpu, launched_by)
+    # a synchronize waits for what was queued before the trace too, whenever that runs
+    gpu = GpuNodes(nd.lane, np.where(queued, np.iinfo(np.int64).min, launch_ns),
+                   np.flatnonzero(is_gpu & (nd.parent < 0)))
     awaited, waiter = sync_edges(trace, kind, role, rank, start, end, corr, gpu, launched_by)
     role[waiter[role[waiter] == Role.COPY]] = Role.SYNC  # a copy whose call waits for it blocks
     inferred = inferred_stream_waits(rank, nd.lane, start, end, launch_ns, gpu.nodes)
-    return launched_by, launch_ns, [(calls, launched, EdgeType.LAUNCH), (awaited, waiter, EdgeType.SYNC),
-                                    (*inferred, EdgeType.SYNC)]
+    drained = host_wait_edges(nd.chain, kind, rank, nd.lane, start, end, ~is_gpu, gpu)
+    return launched_by, launch_ns, queued, [(calls, launched, EdgeType.LAUNCH), (awaited, waiter, EdgeType.SYNC),
+                                            (*inferred, EdgeType.SYNC), (*drained, EdgeType.SYNC)]
 
 
 def _gloo_links(trace: Trace, nd: _Nodes, is_gpu: np.ndarray, coll: CollectiveMatch, c10d: np.ndarray,
@@ -325,18 +337,18 @@ def _rank_local(trace: Trace):  # type: ignore[no-untyped-def]
     comm node's collective args, gloo ops paired with their c10d calls, and each gloo op's peer."""
     nd = _nodes(trace)
     is_gpu = trace.lanes.is_gpu[nd.lane]
-    launched_by, launch_ns, parts = _gpu_links(trace, nd, is_gpu)
+    launched_by, launch_ns, queued, parts = _gpu_links(trace, nd, is_gpu)
     meta = _meta_events(trace, nd.kind, nd.event, nd.parent, launched_by)
     c10d, gloo = pair_gloo_calls(trace, nd.kind, nd.role, nd.rank, is_gpu, nd.name, nd.event, nd.start)
     peer = np.full(len(nd.kind), -1, dtype=np.int64)
     peer[gloo] = trace.events.peer[nd.event[c10d]]  # a gloo send/recv's peer, from its c10d call
-    return nd, is_gpu, launched_by, launch_ns, parts, meta, (c10d, gloo), peer
+    return nd, is_gpu, launched_by, launch_ns, queued, parts, meta, (c10d, gloo), peer
 
 
 def comm_keys(trace: Trace) -> tuple[list[CommNodes], np.ndarray, np.ndarray]:
     """The comm nodes of ``trace`` (one rank's) with every key they could be matched by across ranks, and
     every node's start and end before a collective moves them (``job/summary.py``)."""
-    nd, is_gpu, _, _, _, meta, _, peer = _rank_local(trace)
+    nd, is_gpu, _, _, _, _, meta, _, peer = _rank_local(trace)
     return comm_nodes(trace, nd.kind, nd.rank, is_gpu, nd.name, meta, nd.start, peer, every=True), nd.start, nd.end
 
 
@@ -354,7 +366,7 @@ def build_graph(trace: Trace, steps_from: str | None = None, job: JobCollectives
     Returns:
         ExecGraph: nodes, typed edges, steps and matched collectives.
     """
-    nd, is_gpu, launched_by, launch_ns, parts, meta, (c10d, gloo), peer = _rank_local(trace)
+    nd, is_gpu, launched_by, launch_ns, queued, parts, meta, (c10d, gloo), peer = _rank_local(trace)
     if job is None:
         coll = match_collectives(trace, nd.kind, nd.rank, is_gpu, nd.name, meta, nd.start, nd.end, peer)
         done = completion_ns(coll.instance, coll.table.reliable, nd.end)
@@ -366,7 +378,7 @@ def build_graph(trace: Trace, steps_from: str | None = None, job: JobCollectives
     parts += _recorded_dependencies(trace, nd)
     src, dst, typ = _edges(parts + [(coll.src, coll.dst, EdgeType.COLLECTIVE)])
     steps = find_steps(trace, nd.kind, nd.role, nd.rank, nd.name, nd.start, nd.end, steps_from)
-    step_row, steps = assign_steps(steps, nd.rank, nd.lane, nd.start, nd.end, is_gpu, launched_by)
+    step_row, steps = assign_steps(steps, nd.rank, nd.start, nd.end, is_gpu, launched_by, queued)
     return ExecGraph(
         trace=trace, event=nd.event, kind=nd.kind, role=nd.role, rank=nd.rank, lane=nd.lane,
         name=nd.name, start_ns=nd.start, dur_ns=nd.end - nd.start, step_row=step_row,

@@ -173,10 +173,15 @@ def with_path(r: StepReport, owner: np.ndarray, category: np.ndarray, rank: np.n
                    path_category=cat, path_rank=prank, path_start_ns=pstart, path_dur_ns=pdur)
 
 
-def replayed_report(pg: PointGraph, r: StepReport, t: np.ndarray, pred: np.ndarray) -> StepReport:
+def replayed_report(pg: PointGraph, r: StepReport, t: np.ndarray, pred: np.ndarray,
+                    ends: np.ndarray | None = None) -> StepReport:
     """The critical path and breakdown of step report ``r`` on a replayed timeline: point times ``t``
-    and the binding edges ``pred`` of a longest-path pass over edited weights (``replay/engine.py``)."""
+    and the binding edges ``pred`` of a longest-path pass over edited weights (``replay/engine.py``).
+    ``ends``: the end points of the step's GPU work, when the step ends with the last of them to end on
+    ``t`` (else with the work that ended it as recorded)."""
     first, last = r.window_points(t)
+    if ends is not None and len(ends) and t[ends].max() > t[last]:
+        last = int(ends[np.argmax(t[ends])])
     return _walked(pg, pred, t, replace(r, start_ns=int(t[first]), end_ns=int(t[last]), end_point=last))
 
 

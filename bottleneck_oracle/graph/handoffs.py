@@ -14,13 +14,13 @@ import numpy as np
 
 from bottleneck_oracle.graph.types import NodeKind
 
-__all__ = ["handoff_edges", "idle_resumes", "MIN_GAP_NS"]
+__all__ = ["handoff_edges", "idle_gaps", "idle_resumes", "MIN_GAP_NS"]
 
 MIN_GAP_NS = 10_000
 HANDOFF_TOL_NS = 1_000_000  # Python unwinding after a wait takes a few hundred µs
 
 
-def _gaps(chain_src: np.ndarray, chain_dst: np.ndarray, chain_owner: np.ndarray, kind: np.ndarray,
+def idle_gaps(chain_src: np.ndarray, chain_dst: np.ndarray, chain_owner: np.ndarray, kind: np.ndarray,
           cpu: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Chain edges that are idle time on a CPU thread (no op open, only annotations or Python frames)."""
     o = np.maximum(chain_owner, 0)
@@ -44,7 +44,7 @@ def handoff_edges(chain_src: np.ndarray, chain_dst: np.ndarray, chain_owner: np.
     """
     t = np.empty(2 * len(start), dtype=np.int64)
     t[0::2], t[1::2] = start, end
-    gaps = _gaps(chain_src, chain_dst, chain_owner, kind, cpu, t)
+    gaps = idle_gaps(chain_src, chain_dst, chain_owner, kind, cpu, t)
     first, last = _lane_ends(chain_src, chain_dst, len(start), cpu)
     # releasers: ops after which their thread runs no op for a while (ranges may open in between,
     # as `## backward ##` does before the thread waits), or that end the thread
@@ -99,7 +99,7 @@ def idle_resumes(chain_src: np.ndarray, chain_dst: np.ndarray, chain_owner: np.n
     went idle."""
     t = np.empty(2 * len(start), dtype=np.int64)
     t[0::2], t[1::2] = start, end
-    gaps = _gaps(chain_src, chain_dst, chain_owner, kind, cpu, t)
+    gaps = idle_gaps(chain_src, chain_dst, chain_owner, kind, cpu, t)
     gaps = gaps[(chain_dst[gaps] % 2 == 0) & (t[chain_dst[gaps]] - t[chain_src[gaps]] >= min_gap_ns)]
     return chain_dst[gaps] // 2, t[chain_src[gaps]]
 

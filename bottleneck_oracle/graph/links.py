@@ -8,10 +8,12 @@ from bottleneck_oracle.graph.grouping import positions_by
 from bottleneck_oracle.graph.types import NodeKind, Role
 from bottleneck_oracle.traces import EventKind, SyncKind, Trace
 
-__all__ = ["GpuNodes", "inferred_stream_waits", "launch_edges", "lookup", "rank_key", "sync_edges"]
+__all__ = ["BACKLOG_GAP_NS", "GpuNodes", "inferred_stream_waits", "launch_edges", "lookup", "queued_before_trace",
+           "rank_key", "sync_edges"]
 
 _GPU_NODE_KINDS = (NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET, NodeKind.COMM)
 _COPY_TOL_NS = 1_000
+BACKLOG_GAP_NS = 1_000_000  # a stream idle this long has run dry: what it runs after was launched later
 
 
 def rank_key(rank: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -44,8 +46,39 @@ def launch_edges(
     return found[ok], gpu[ok]
 
 
+def queued_before_trace(lane: np.ndarray, start: np.ndarray, end: np.ndarray, is_gpu: np.ndarray,
+                        launched_by: np.ndarray) -> np.ndarray:
+    """bool[N]: GPU work queued before the trace (TRACE-NOTES 3.3): the unlaunched work of a stream ahead of
+    its first launched work. A stream with no launched work (a comm stream fed by an unprofiled thread) has
+    no backlog. A stream that runs unlaunched work after its first launched work lost launch records (a
+    filtered trace): its prefix is a backlog only up to its first idle stretch of ``BACKLOG_GAP_NS``, after
+    which its work was launched later. (A clean prefix may idle inside: the queue waits on other streams.)"""
+    launched = is_gpu & (launched_by >= 0)
+    orphan = is_gpu & (launched_by < 0)
+    n_lanes = int(lane.max()) + 1 if len(lane) else 0
+    first = np.full(n_lanes, np.iinfo(np.int64).min, dtype=np.int64)
+    first[np.unique(lane[launched])] = np.iinfo(np.int64).max
+    np.minimum.at(first, lane[launched], start[launched])
+    queued = orphan & (start < first[lane])
+    dropped = np.unique(lane[orphan & (start > first[lane])])  # streams that lost launch records
+    ahead = np.flatnonzero(queued & np.isin(lane, dropped))
+    for at in positions_by(lane[ahead]).values():
+        nodes = ahead[at]
+        nodes = nodes[np.argsort(start[nodes], kind="stable")]
+        ran_until = np.maximum.accumulate(end[nodes])  # ranges on the stream (annotations) nest
+        dry = np.flatnonzero(start[nodes[1:]] - ran_until[:-1] > BACKLOG_GAP_NS)
+        if len(dry):
+            queued[nodes[dry[0] + 1:]] = False
+    return queued
+
+
 class GpuNodes:
-    """GPU nodes per lane in stream order, for "last work launched before t" lookups."""
+    """GPU nodes per lane in stream order, for "last work launched before t" lookups.
+
+    Args:
+        launch_ns: int64[N], when each node was launched; work queued before the trace
+            (``queued_before_trace``) at the int64 minimum: it was queued before anything the trace shows.
+    """
 
     def __init__(self, lane: np.ndarray, launch_ns: np.ndarray, gpu_nodes: np.ndarray) -> None:
         order = gpu_nodes[np.lexsort((launch_ns[gpu_nodes], lane[gpu_nodes]))]

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bottleneck_oracle.graph import _kernels
 from bottleneck_oracle.errors import GraphError
+from bottleneck_oracle.graph import _kernels
 
 __all__ = ["EdgeIndex", "index_edges", "longest_path", "latest_finish"]
 
@@ -68,19 +68,24 @@ def index_edges(n: int, src: np.ndarray, dst: np.ndarray, *, present: np.ndarray
     return EdgeIndex(n, src, dst, in_ptr, in_order, out_ptr, out_order, order)
 
 
-def longest_path(index: EdgeIndex, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def longest_path(index: EdgeIndex, weight: np.ndarray, *, only: np.ndarray | None = None,
+                 dist0: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Longest distance from any source to every node.
 
     Args:
         index (EdgeIndex): the graph.
         weight (np.ndarray): int64[E] edge weights; edges with weight < 0 are absent.
+        only (np.ndarray | None): bool[n], the nodes to compute (default: all); the others keep ``dist0``
+            and their pred is -1. Every node that a changed weight can reach must be in it.
+        dist0 (np.ndarray | None): int64[n], the distances of the nodes outside ``only``.
 
     Returns:
         ``(dist int64[n], pred int64[n])``: the distance, and the edge it comes
         through (-1 at sources). On ties the edge earlier in ``in_order`` wins.
     """
     w = np.ascontiguousarray(weight, dtype=np.int64)
-    return _kernels.longest_path(index.order, index.src, w, index.in_ptr, index.in_order)
+    order = index.order if only is None else index.order[only[index.order]]
+    return _kernels.longest_path(order, index.src, w, index.in_ptr, index.in_order, dist0)
 
 
 def latest_finish(index: EdgeIndex, weight: np.ndarray, deadline: np.ndarray) -> np.ndarray:

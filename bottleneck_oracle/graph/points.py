@@ -31,6 +31,7 @@ WAKE_TOL_NS = 1_000_000  # a thread that resumes within 1 ms of a dependency's e
 COMM_TAIL_SHARE = 0.25  # of a collective's transfer: how late its waiter may resume and still be waiting for it
 CONTRA_TOL_NS = 1_000
 LAUNCH_LATENCY_NS = 100_000
+GPU_CLOCK_LEAD_NS = 20_000  # how far a GPU's clock may read ahead of its host's (seen: 8 µs on MI300)
 PAUSE_NS = 1_000_000  # an uncovered stretch this long inside a user range is a pause, not op dispatch  # a launch that took longer to start its work was not what it waited for
 _C = {c: np.int8(i) for i, c in enumerate(CATEGORIES)}
 
@@ -171,9 +172,16 @@ def _cross_edges(g: ExecGraph, arrival_point: np.ndarray, transfer: np.ndarray, 
     into_end = blocking | (g.start_ns[d] < done - CONTRA_TOL_NS)
     cat = np.where(gpu_node[s], _C[Category.SYNC_WAIT],
                    np.where(g.kind[s] == NodeKind.COMM, _C[Category.COMMUNICATION], _C[Category.CPU]))
+    # a blocking call that returned before its awaited work ended, by less than a GPU clock's lead on the
+    # host's (MI300: 1-8 µs): the wait leaves the work's start and is that work's own time, so a replay scales
+    # it with the work
+    skewed = blocking & gpu_node[s] & (g.end_ns[s] > g.end_ns[d]) & (g.end_ns[s] - g.end_ns[d] <= GPU_CLOCK_LEAD_NS)
+    skewed &= g.start_ns[s] < g.end_ns[d]
+    cat = np.where(skewed & (g.kind[s] != NodeKind.COMM), _C[Category.GPU_COMPUTE], cat)
     # the time of a wait belongs to the waiter, except after a collective (it is communication)
-    out.append((np.where(via, arrival_point[s], 2 * s + 1), 2 * d + into_end, cat,
-                np.where(g.kind[s] == NodeKind.COMM, s, d), EdgeType.SYNC, np.where(via, transfer[s], 0)))
+    lag = np.where(via, transfer[s], np.where(skewed, g.end_ns[d] - g.start_ns[s], 0))
+    out.append((np.where(via, arrival_point[s], 2 * s + 1 - skewed), 2 * d + into_end, cat,
+                np.where((g.kind[s] == NodeKind.COMM) | skewed, s, d), EdgeType.SYNC, lag))
     if remote is not None:
         out.append(remote)
     for etype in (EdgeType.FWDBWD, EdgeType.DATA):

@@ -18,11 +18,11 @@ import re
 
 import numpy as np
 
+from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.graph.graph import StepTable
 from bottleneck_oracle.graph.grouping import positions_by
 from bottleneck_oracle.graph.names import step_number
 from bottleneck_oracle.graph.types import NodeKind, Role
-from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.traces import Trace
 
 __all__ = ["find_steps", "assign_steps", "WHOLE_TRACE"]
@@ -98,20 +98,6 @@ def find_steps(trace: Trace, kind: np.ndarray, role: np.ndarray, rank: np.ndarra
     )
 
 
-def _backlog(lane: np.ndarray, start: np.ndarray, is_gpu: np.ndarray, launched_by: np.ndarray) -> np.ndarray:
-    """bool[N]: GPU work queued before the trace (TRACE-NOTES 3.3): the unlaunched work of a stream
-    ahead of its first launched work. A stream with no launched work (a comm stream fed by an
-    unprofiled thread, a filtered trace) has no backlog; unlaunched work after the first launched
-    (a launch record the profiler dropped) is no backlog, and does not make the prefix less of one."""
-    launched = is_gpu & (launched_by >= 0)
-    orphan = is_gpu & (launched_by < 0)
-    n_lanes = int(lane.max()) + 1 if len(lane) else 0
-    first = np.full(n_lanes, np.iinfo(np.int64).min, dtype=np.int64)
-    first[np.unique(lane[launched])] = np.iinfo(np.int64).max
-    np.minimum.at(first, lane[launched], start[launched])
-    return orphan & (start < first[lane])
-
-
 def _last_nodes(steps: StepTable, row: np.ndarray, end: np.ndarray, is_gpu: np.ndarray) -> np.ndarray:
     """int64[steps]: per step, the node whose end completes it: its annotation or its last GPU work
     (any node of a whole-trace step); -1 for a step that holds none."""
@@ -158,12 +144,13 @@ def _tile(steps: StepTable, end_ns: np.ndarray, last_node: np.ndarray, queued: n
     return start, opened_by
 
 
-def assign_steps(steps: StepTable, rank: np.ndarray, lane: np.ndarray, start: np.ndarray, end: np.ndarray,
-                 is_gpu: np.ndarray, launched_by: np.ndarray) -> tuple[np.ndarray, StepTable]:
+def assign_steps(steps: StepTable, rank: np.ndarray, start: np.ndarray, end: np.ndarray, is_gpu: np.ndarray,
+                 launched_by: np.ndarray, queued: np.ndarray) -> tuple[np.ndarray, StepTable]:
     """Step number of every node, and the step table with completions and tiled windows.
 
     Args:
         launched_by: int64[N], the runtime call that launched each GPU node (-1).
+        queued: bool[N], GPU work queued before the trace (``links.queued_before_trace``).
 
     Returns:
         ``(step_row int32[N], steps)``: the row of ``steps`` each node belongs
@@ -184,7 +171,7 @@ def assign_steps(steps: StepTable, rank: np.ndarray, lane: np.ndarray, start: np
     # work an earlier, unrecorded step queued is that step's, not the first recorded one's
     whole = np.zeros(int(rank.max()) + 1 if len(rank) else 0, dtype=bool)
     whole[steps.rank[steps.step == WHOLE_TRACE]] = True
-    queued = _backlog(lane, start, is_gpu, launched_by) & ~whole[rank]
+    queued = queued & ~whole[rank]
     row[queued] = -1
     # a step ends with its CPU range or its last GPU work; helper threads (a gloo
     # worker tidying up after the main thread moved on) do not lengthen it

@@ -6,6 +6,14 @@ its minimum lag. An edit scales the time of the edited nodes (their own
 segments on their lane, and the transfer of collectives they belong to); the
 longest path over the new weights then re-decides which dependency binds each
 point. This is the plain replay baseline: it knows the DAG, not interference.
+
+Two questions, two replays. ``replay`` edits the whole job and gives every step's
+window on the one replayed timeline (what the job would do; ``oracle scan --whatif``).
+``replay_steps`` and ``step_weights`` answer "what would step N take": the step's own
+work edited, from where it began as recorded. The first can make a step longer when
+its start moves earlier than its end (the earlier steps sped up, its end held by work
+the edit does not reach); the second cannot: faster work never lengthens it, and it
+saves at most the edited work's own time on its critical path.
 """
 
 from __future__ import annotations
@@ -16,12 +24,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from bottleneck_oracle.analysis.analysis import Analysis
+from bottleneck_oracle.graph.grouping import positions_by
 from bottleneck_oracle.graph.longest_path import longest_path
 from bottleneck_oracle.graph.points import LANE, PointGraph
 from bottleneck_oracle.graph.types import EdgeType, NodeKind
 
-__all__ = ["CUT", "Edit", "ReplayResult", "edited_weights", "node_speedups", "own_time", "replay", "scaled_weights",
-           "weights_with"]
+__all__ = ["CUT", "Edit", "ReplayResult", "edge_steps", "edited_weights", "gpu_end_points", "node_speedups",
+           "own_time", "replay", "replay_steps", "scaled_weights", "step_weights", "weights_with"]
 
 
 CUT = -(1 << 50)  # the weight of a dependency that no longer holds: ~13 days early, and no overflow
@@ -91,10 +100,15 @@ def node_speedups(a: Analysis, edits: list[Edit]) -> np.ndarray:
 
 def own_time(pg: PointGraph) -> np.ndarray:
     """bool[E]: the point-graph edges that are some node's own time: its segments on its lane, a
-    collective's transfer, and the wait leaving a gloo collective's arrival point (its lag is the
-    transfer)."""
-    from_arrival = (pg.origin == EdgeType.SYNC) & (pg.node[pg.src] < 0)
-    return ((pg.origin == LANE) | (pg.origin == EdgeType.COLLECTIVE) | from_arrival) & (pg.owner >= 0)
+    collective's transfer, the wait leaving a gloo collective's arrival point (its lag is the
+    transfer), and a wait leaving its GPU work's start (the GPU's clock read ahead of the host's: its
+    lag is the work's time, ``graph/points.py``)."""
+    sync = pg.origin == EdgeType.SYNC
+    from_arrival = sync & (pg.node[pg.src] < 0)
+    from_start = sync & (pg.src % 2 == 0) & (pg.node[pg.src] >= 0) & (pg.owner == pg.node[pg.src])
+    # a stream's wait before work that started late is owned by that work, but is no time of its own
+    segment = (pg.origin == LANE) & (pg.dst != 2 * pg.owner)
+    return (segment | (pg.origin == EdgeType.COLLECTIVE) | from_arrival | from_start) & (pg.owner >= 0)
 
 
 def weights_with(pg: PointGraph, speedup: np.ndarray, edge_scale: np.ndarray | None = None,
@@ -138,7 +152,63 @@ def replay(a: Analysis, edits: list[Edit], weight: np.ndarray | None = None) -> 
     )
 
 
-def _walls(a: Analysis, t: np.ndarray) -> np.ndarray:
-    """int64[steps]: every step's window on the replayed timeline ``t``."""
-    points = np.array([r.window_points(t) for r in a.steps], dtype=np.int64).reshape(-1, 2)
+def _walls(a: Analysis, t: np.ndarray, rows: list[int] | None = None) -> np.ndarray:
+    """int64[rows]: the windows of steps ``rows`` (default: every step) on the replayed timeline ``t``."""
+    reports = a.steps if rows is None else [a.steps[i] for i in rows]
+    points = np.array([r.window_points(t) for r in reports], dtype=np.int64).reshape(-1, 2)
     return t[points[:, 1]] - t[points[:, 0]]
+
+
+def edge_steps(a: Analysis) -> np.ndarray:
+    """int32[E]: the step number each point-graph edge's time belongs to: its owner node's, else the node of
+    the point it ends at, else of the point it leaves (-1: none, as a node outside every step)."""
+    pg, step = a.points, a.graph.step
+    n = len(step)
+    node = np.where(pg.owner >= 0, pg.owner, np.where(pg.node[pg.dst] >= 0, pg.node[pg.dst], pg.node[pg.src]))
+    return np.where((node >= 0) & (node < n), step[np.clip(node, 0, max(n - 1, 0))], -1).astype(np.int32)
+
+
+def step_weights(a: Analysis, weight: np.ndarray, step: int, steps_of: np.ndarray | None = None) -> np.ndarray:
+    """int64[E]: the edited weights ``weight`` on the edges of ``step``, the recorded ones elsewhere: the step's
+    own work edited, everything before it as recorded (``steps_of``: ``edge_steps(a)``, when already known)."""
+    mine = (edge_steps(a) if steps_of is None else steps_of) == step
+    return np.where(mine, weight, a.points.weight)
+
+
+def gpu_end_points(a: Analysis) -> dict[tuple[int, int], np.ndarray]:
+    """(step, rank) → the end points of the step's GPU work: on a replayed timeline the step ends with the
+    later of its CPU range and the last of them (DESIGN: a step completes with its last GPU work)."""
+    g = a.graph
+    gpu = np.flatnonzero(g.trace.lanes.is_gpu[g.lane] & (g.step_row >= 0))
+    return {(int(g.steps.step[row]), int(g.steps.rank[row])): 2 * gpu[at] + 1
+            for row, at in positions_by(g.step_row[gpu]).items()}
+
+
+def replay_steps(a: Analysis, edits: list[Edit], weight: np.ndarray | None = None) -> ReplayResult:
+    """Every step's wall time with its own work edited (``step_weights``), one entry per (step, rank) of the
+    analysis: each step replayed over the points it can move, from the first edited edge of the step to the
+    last end of its work, the rest of the timeline as recorded; a step ends with its CPU range or its last
+    GPU work, whichever ends later on the replayed timeline."""
+    pg = a.points
+    recorded = pg.t - pg.t[-1]
+    weight = scaled_weights(a, edits) if weight is None else weight
+    steps_of, ends_of = edge_steps(a), gpu_end_points(a)
+    changed = weight != pg.weight
+    after = np.array([r.wall_ns for r in a.steps], dtype=np.int64)
+    for step in sorted({r.step for r in a.steps}):
+        rows = [i for i, r in enumerate(a.steps) if r.step == step]
+        edited = changed & (steps_of == step)
+        if not edited.any():
+            continue
+        ends = [np.append(ends_of.get((step, a.steps[i].rank), []), a.steps[i].window_points(recorded)[1])
+                .astype(np.int64) for i in rows]
+        band = recorded >= recorded[pg.src[edited]].min()
+        band &= recorded <= max(recorded[e].max() for e in ends)
+        t, _ = longest_path(pg.index, np.where(edited, weight, pg.weight), only=band, dist0=recorded)
+        after[rows] = [t[e].max() - t[a.steps[i].window_points(t)[0]] for i, e in zip(rows, ends)]
+    return ReplayResult(
+        step=np.array([r.step for r in a.steps], dtype=np.int32),
+        rank=np.array([r.rank for r in a.steps], dtype=np.int32),
+        before_ns=np.array([r.wall_ns for r in a.steps], dtype=np.int64), after_ns=after,
+    )
+

@@ -26,7 +26,7 @@ from bottleneck_oracle.graph.critical_path import StepReport, replayed_report
 from bottleneck_oracle.graph.longest_path import longest_path
 from bottleneck_oracle.graph.types import CATEGORIES, Category
 from bottleneck_oracle.replay.compile import compile_edits
-from bottleneck_oracle.replay.engine import weights_with
+from bottleneck_oracle.replay.engine import gpu_end_points, step_weights, weights_with
 from bottleneck_oracle.truth.edits import Edit, EditKind, edit_to_json, edit_type
 from bottleneck_oracle.whatif._gpu import gpu_busy_ms, is_host_side
 
@@ -168,8 +168,10 @@ def predict_whatif(a: Analysis, step: int, edits: Sequence[Edit],
         return _rescheduled(a, step, edits, before)
     compiled = compile_edits(a, list(edits), step)
     weight = weights_with(a.points, compiled.speedup, compiled.edge_scale, compiled.cut)
-    t, pred = longest_path(a.points.index, weight)
-    after_reports = [replayed_report(a.points, r, t, pred) for r in _complete(a, step)]
+    # the step's own work edited, from where it began: faster work never makes it longer (replay/engine.py)
+    t, pred = longest_path(a.points.index, step_weights(a, weight, step))
+    ends = gpu_end_points(a)
+    after_reports = [replayed_report(a.points, r, t, pred, ends.get((r.step, r.rank))) for r in _complete(a, step)]
     after_slowest = max(after_reports, key=lambda r: r.wall_ns)
     predicted = {"replay": round(after_slowest.wall_ns / 1e6, 3)}
     # the graph model learned speed-ups and removals: a slow-down (a slower network) is out of what it saw
