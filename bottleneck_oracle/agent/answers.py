@@ -141,6 +141,10 @@ def _why_slow(results: list[Result], intent: str) -> Reply:
 def _whatif(w: dict[str, Any], trace: str | None) -> Reply:
     edit = "; ".join(w["edits"])
     evidence = [Evidence(template("whatif_predictor", chosen=w["chosen"], why=w["why"]), "whatif")]
+    if w.get("interval_ms"):
+        lo, hi = w["interval_ms"]
+        evidence.append(Evidence(template("whatif_interval", lo_ms=lo, hi_ms=hi,
+                                          sources="; ".join(w["interval_from"])), "whatif"))
     changed = [f"'{x['op']}' {signed(x['delta_ms'])}" for x in (w.get("moved") or {}).get("changed", [])[:3]]
     if changed:
         evidence.append(Evidence(template("whatif_moved", moved="; ".join(changed)), "whatif"))

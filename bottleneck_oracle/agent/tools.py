@@ -190,7 +190,8 @@ def _whatif_summary(p: Any) -> dict[str, Any]:
     return {"step": p.step, "edits": [format_edit(e) for e in p.edits],
             "baseline_ms": p.baseline_ms, "predicted_ms": p.predicted_ms, "chosen": p.chosen,
             "best_ms": p.best_ms, "gain_ms": p.gain_ms, "why": p.why, "assumptions": list(p.assumptions),
-            "moved": {k: v[:5] if isinstance(v, list) else v for k, v in moved.items()}}
+            "moved": {k: v[:5] if isinstance(v, list) else v for k, v in moved.items()},
+            **(p.interval.to_json() if p.interval else {"interval_ms": None, "interval_from": []})}
 
 
 def make_tools(ctx: ToolContext) -> list[BaseTool]:

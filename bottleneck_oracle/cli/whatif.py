@@ -92,6 +92,9 @@ def _print_whatif(r: WhatIfPrediction) -> None:
                   f"{r.baseline_ms:.3f} ms recorded, {change}", highlight=False)
     shown = ", ".join(f"{name} {ms:.3f} ms" for name, ms in r.predicted_ms.items())
     lines = [f"predictors: {shown}", f"why {r.chosen}: {r.why}", *(f"assumes: {note}" for note in r.assumptions)]
+    if r.interval is not None:
+        lines.insert(1, f"interval: {r.interval.lo_ms:.3f} to {r.interval.hi_ms:.3f} ms, from "
+                        + "; ".join(r.interval.sources))
     moved = r.moved()
     if moved.get("breakdown_delta_ms"):
         changes = ", ".join(f"{c} {d:+.3f} ms" for c, d in moved["breakdown_delta_ms"].items())  # type: ignore[union-attr]

@@ -92,7 +92,7 @@ METRIC_DIRECTIONS: dict[str, int] = {
     "top1_accuracy": 1, "top3_accuracy": 1, "localization": 1, "op_recall": 1, "precision": 1,
     "false_positive_rate": -1, "groundedness": 1, "answered": 1, "mape": -1, "within_tolerance": 1,
     "first_is_match": 1, "culprit_recall": 1, "latency_p50_s": -1, "latency_p95_s": -1, "tool_calls_mean": -1,
-    "step_mape": -1, "criticality_auc": 1,
+    "step_mape": -1, "criticality_auc": 1, "interval_coverage": 1,
     "gain_error_pct": -1, "clean_false_gains": -1, "within_budget": 1, "criticality_spearman": 1,
     "intent_accuracy": 1, "calls_accuracy": 1, "accuracy": 1, "turn_accuracy": 1, "answer_chars_mean": -1,
 }

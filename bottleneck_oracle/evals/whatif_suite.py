@@ -39,8 +39,9 @@ def score_edit(case: Case, truth: EditTruth, settings: Settings, *, model: bool 
         p = whatif_trace(str(case.trace), [edit], settings, step=truth.step, model=model)
     except ConfigError as e:
         return Score(case.id, truth.edit, edit_type(edit), truth.step, float("nan"), truth.true_ms, {}, "", str(e))
+    interval = (p.interval.lo_ms, p.interval.hi_ms) if p.interval else None
     return Score(case.id, truth.edit, edit_type(edit), truth.step, p.baseline_ms, truth.true_ms,
-                 dict(p.predicted_ms), p.chosen)
+                 dict(p.predicted_ms), p.chosen, interval_ms=interval)
 
 
 def _row(score: Score, truth: EditTruth) -> CaseResult:
@@ -50,7 +51,8 @@ def _row(score: Score, truth: EditTruth) -> CaseResult:
                "baseline_ms": _rounded(score.baseline_ms), "predicted_ms": dict(score.predicted_ms),
                "chosen": score.chosen or None, "predicted": score.predicted_ms.get(score.chosen),
                "true_ms": truth.true_ms, "error_pct": _rounded(error), "tolerance_pct": truth.tolerance_pct,
-               "within_tolerance": within}
+               "within_tolerance": within, "interval_ms": list(score.interval_ms) if score.interval_ms else None,
+               "in_interval": score.covered}
     if score.skipped:
         details["reason"] = score.skipped
     return CaseResult(f"{score.job}: {score.edit}", within, details)
@@ -81,10 +83,12 @@ def run_whatif(cases: list[Case], settings: Settings, *, llm: str = "offline", b
         ``SuiteResult("whatif", metrics, rows)`` with metrics ``{"mape": chosen predictor's MAPE % (None
         when nothing was predicted), "mape_by_predictor": {predictor: MAPE %}, "mape_by_edit_type":
         {edit type (and "fix" for every fix): {predictor: MAPE %, "n", "skipped"}}, "within_tolerance":
-        share of predicted edits whose chosen error is within their tolerance (None when none), "n":
+        share of predicted edits whose chosen error is within their tolerance (None when none),
+        "interval_coverage": share of predicted edits whose true time lies in their interval, "n":
         edits predicted, "skipped": edits the trace could not support}``; one row per (case, edit) named
         ``"CASE: EDIT"`` with ``edit, edit_type, step, baseline_ms, predicted_ms {predictor: ms}, chosen,
-        predicted, true_ms, error_pct, tolerance_pct, within_tolerance`` (and ``reason`` when skipped).
+        predicted, true_ms, error_pct, tolerance_pct, within_tolerance, interval_ms, in_interval`` (and
+        ``reason`` when skipped).
     """
     with_edits = [c for c in cases if c.expect.edits]
     scores: list[Score] = []
@@ -98,11 +102,13 @@ def run_whatif(cases: list[Case], settings: Settings, *, llm: str = "offline", b
             progress(i + 1, len(with_edits))
     scored = [r for r in rows if "reason" not in r.details]
     by_predictor = _by_predictor(scores)
+    covered = [s.covered for s in scores if not s.skipped and s.covered is not None]
     metrics = {
         "mape": by_predictor.get("chosen"),
         "mape_by_predictor": by_predictor,
         "mape_by_edit_type": mape_table(scores),
         "within_tolerance": round(sum(r.passed for r in scored) / len(scored), 4) if scored else None,
+        "interval_coverage": round(sum(covered) / len(covered), 4) if covered else None,
         "n": len(scored),
         "skipped": len(rows) - len(scored),
     }

@@ -200,8 +200,10 @@ def replay_steps(a: Analysis, edits: list[Edit], weight: np.ndarray | None = Non
         edited = changed & (steps_of == step)
         if not edited.any():
             continue
-        ends = [np.append(ends_of.get((step, a.steps[i].rank), []), a.steps[i].window_points(recorded)[1])
-                .astype(np.int64) for i in rows]
+        # the points a step can end at: its CPU range's end, the work that ended it as recorded, its GPU work
+        ends = [np.append(ends_of.get((step, r.rank), []), [r.end_point, r.cpu_end_point]).astype(np.int64)
+                for r in (a.steps[i] for i in rows)]
+        ends = [e[e >= 0] for e in ends]
         band = recorded >= recorded[pg.src[edited]].min()
         band &= recorded <= max(recorded[e].max() for e in ends)
         t, _ = longest_path(pg.index, np.where(edited, weight, pg.weight), only=band, dist0=recorded)

@@ -8,6 +8,7 @@ the evaluation harness's what-if suite report.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -22,14 +23,14 @@ from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.synth.config import SynthConfig
 from bottleneck_oracle.synth.synthesize import synthesize
 from bottleneck_oracle.traces import read_trace
-from bottleneck_oracle.truth.edits import Edit, EditKind, edit_type
+from bottleneck_oracle.truth.edits import WHATIF_NAME, Edit, EditKind, edit_from_json, edit_type
 from bottleneck_oracle.whatif.predict import check_step, predict_whatif
 from bottleneck_oracle.whatif.verify import rerun_step_ms
 
 if TYPE_CHECKING:
     from bottleneck_oracle.gnn.predict import Predictor
 
-__all__ = ["FAULT_JOBS", "Score", "job_edits", "mape_table", "score_job", "score_jobs"]
+__all__ = ["FAULT_JOBS", "RealPair", "Score", "job_edits", "mape_table", "real_pairs", "score_job", "score_jobs"]
 
 _TINY = {"model": "tiny", "dp": 4, "steps": 4}
 _GPT2 = {"model": "gpt2-small", "dp": 4, "steps": 4}
@@ -61,6 +62,12 @@ class Score:
     predicted_ms: dict[str, float]
     chosen: str
     skipped: str = ""  # why nothing was predicted (the fault was not detected, the trace cannot support it)
+    interval_ms: tuple[float, float] | None = None  # the chosen prediction's interval (``whatif/calibration.py``)
+
+    @property
+    def covered(self) -> bool | None:
+        """Whether the measured time lies in the interval (None: no interval)."""
+        return None if self.interval_ms is None else self.interval_ms[0] <= self.measured_ms <= self.interval_ms[1]
 
     def error_pct(self, predictor: str) -> float:
         """Signed error of ``predictor`` in % of the measured time (NaN when it did not predict)."""
@@ -145,3 +152,46 @@ def mape_table(scores: Iterable[Score]) -> dict[str, dict[str, float]]:
                 errors[bucket][name].append(abs(s.error_pct(s.chosen if name == "chosen" else name)))
     return {kind: {**{name: round(float(np.mean(v)), 3) for name, v in by.items()}, "n": len(by.get("chosen", [])),
                    "skipped": skipped[kind]} for kind, by in sorted(errors.items())}
+
+
+@dataclass(frozen=True, slots=True)
+class RealPair:
+    """A real job recorded, changed and recorded again (``whatif.json`` beside its traces), and the replay's
+    prediction of the changed step.
+
+    Args:
+        name (str): the job's folder name.
+        edit (Edit): the change.
+        step (int): the step it changed.
+        recorded_ms, predicted_ms, measured_ms (float): the step's time before, as the replay predicts it
+            after, and as the re-run measured it after (each its slowest rank).
+    """
+
+    name: str
+    edit: Edit
+    step: int
+    recorded_ms: float
+    predicted_ms: float
+    measured_ms: float
+
+
+def real_pairs(folders: Iterable[Path]) -> list[RealPair]:
+    """The replay against every real re-run in ``folders`` (those holding a ``whatif.json``); an edit the
+    replay cannot predict from the trace (an injection removed by name) is left out."""
+    out = []
+    for folder in folders:
+        truth = json.loads((folder / WHATIF_NAME).read_text())["edits"]
+        a = analyze(read_trace(folder))
+        for entry in truth:
+            edit = edit_from_json(entry["edit"])
+            after: dict[int, float] = defaultdict(float)
+            for step, _, _, ms in entry["step_ms"]:
+                after[step] = max(after[step], ms or 0.0)
+            try:
+                step = check_step(a, edit.select.steps[0] if edit.select.steps else None)
+                p = predict_whatif(a, step, [edit])
+            except ConfigError:
+                continue
+            out.append(RealPair(folder.name, edit, step, p.baseline_ms, p.predicted_ms["replay"], after[step]))
+    return out
+

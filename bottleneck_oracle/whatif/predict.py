@@ -25,10 +25,11 @@ from bottleneck_oracle.errors import ConfigError, NotFoundError
 from bottleneck_oracle.graph.critical_path import StepReport, replayed_report
 from bottleneck_oracle.graph.longest_path import longest_path
 from bottleneck_oracle.graph.types import CATEGORIES, Category
-from bottleneck_oracle.replay.compile import compile_edits
+from bottleneck_oracle.replay.compile import Compiled, compile_edits
 from bottleneck_oracle.replay.engine import gpu_end_points, step_weights, weights_with
 from bottleneck_oracle.truth.edits import Edit, EditKind, edit_to_json, edit_type
 from bottleneck_oracle.whatif._gpu import gpu_busy_ms, is_host_side
+from bottleneck_oracle.whatif.calibration import Interval, interval_for, load_ratios
 
 if TYPE_CHECKING:
     from bottleneck_oracle.gnn.predict import Predictor
@@ -75,6 +76,8 @@ class WhatIfPrediction:
         assumptions (tuple[str, ...]): what the edits' compilation takes for granted.
         before (PathSummary): the recorded critical path of the slowest rank.
         after (PathSummary | None): the replayed one (None for a schedule prediction).
+        interval (Interval | None): where the chosen prediction's step would land, and what set its width
+            (``whatif/calibration.py``).
     """
 
     step: int
@@ -86,6 +89,7 @@ class WhatIfPrediction:
     assumptions: tuple[str, ...]
     before: PathSummary
     after: PathSummary | None
+    interval: Interval | None = None
 
     @property
     def best_ms(self) -> float:
@@ -116,11 +120,12 @@ class WhatIfPrediction:
 
     def to_json(self) -> dict[str, object]:
         """``{"step", "baseline_ms", "edits", "predicted_ms", "chosen", "why", "assumptions",
-        "critical_path", "new_critical_path", "moved"}``."""
+        "critical_path", "new_critical_path", "moved", "interval_ms", "interval_from"}``."""
         return {"step": self.step, "baseline_ms": self.baseline_ms, "edits": [edit_to_json(e) for e in self.edits],
                 "predicted_ms": self.predicted_ms, "chosen": self.chosen, "why": self.why,
                 "assumptions": list(self.assumptions), "critical_path": self.before.to_json(),
-                "new_critical_path": self.after.to_json() if self.after else None, "moved": self.moved()}
+                "new_critical_path": self.after.to_json() if self.after else None, "moved": self.moved(),
+                **(self.interval.to_json() if self.interval else {"interval_ms": None, "interval_from": []})}
 
 
 def check_step(a: Analysis, step: int | None) -> int:
@@ -187,8 +192,20 @@ def predict_whatif(a: Analysis, step: int, edits: Sequence[Edit],
         why = ("a slow-down: the graph model learned speed-ups and removals only; replay of the edited DAG, which "
                "reproduces the recorded step exactly, misses only interference the edit changes")
     predicted, assumptions = _at_least_gpu_busy(a, step, edits, predicted, compiled.assumptions)
-    return WhatIfPrediction(step, baseline_ms(a, step), edits, predicted, chosen, why, assumptions,
-                            before, _summary(a, after_slowest))
+    baseline = baseline_ms(a, step)
+    interval = interval_for(a, step, after_slowest.rank, edits, baseline, predicted[chosen],
+                            _most_saved_ms(a, step, compiled), load_ratios())
+    return WhatIfPrediction(step, baseline, edits, predicted, chosen, why, assumptions,
+                            before, _summary(a, after_slowest), interval)
+
+
+def _most_saved_ms(a: Analysis, step: int, compiled: Compiled) -> float | None:
+    """The most a pure speed-up can save ``step``: its edited work's own time times (1 - 1/K), every rank;
+    None for edits that are no pure speed-up (a slow-down, a rescaled gap or transfer, a cut wait)."""
+    if not compiled.nodes_only or (compiled.speedup < 1.0).any():
+        return None
+    mine = (a.graph.step == step) & (compiled.speedup > 1.0)
+    return float((a.graph.dur_ns[mine] * (1.0 - 1.0 / compiled.speedup[mine])).sum()) / 1e6
 
 
 def _at_least_gpu_busy(a: Analysis, step: int, edits: tuple[Edit, ...], predicted: dict[str, float],
@@ -213,8 +230,10 @@ def _rescheduled(a: Analysis, step: int, edits: tuple[Edit, ...], before: PathSu
     if step not in result.step_ms:
         raise ConfigError(f"edit {edit}: step {step} is not a complete pipeline step of the trace")
     why = "micro-batches change the schedule itself: the 1F1B schedule re-instantiated from the trace's stages"
-    return WhatIfPrediction(step, baseline_ms(a, step), edits, {"schedule": round(result.step_ms[step], 3)},
-                            "schedule", why, result.assumptions, before, None)
+    baseline, predicted = baseline_ms(a, step), round(result.step_ms[step], 3)
+    interval = interval_for(a, step, before.rank, edits, baseline, predicted, None, load_ratios())
+    return WhatIfPrediction(step, baseline, edits, {"schedule": predicted}, "schedule", why, result.assumptions,
+                            before, None, interval)
 
 
 def _choose(edits: tuple[Edit, ...], predicted: dict[str, float], predictor: Predictor | None) -> tuple[str, str]:

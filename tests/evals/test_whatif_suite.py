@@ -69,6 +69,11 @@ def test_run_whatif_fix_of_injected_stall_within_5pct(stalled: tuple[Path, dict[
     assert m["mape"] == m["mape_by_predictor"]["chosen"]
     assert m["mape"] == pytest.approx((abs(fix.details["error_pct"]) + abs(scale.details["error_pct"])) / 2, abs=1e-2)
     assert m["within_tolerance"] == (fix.passed + scale.passed) / 2
+    for row in (fix, scale):  # every prediction carries its interval; the coverage counts the truths inside
+        lo, hi = row.details["interval_ms"]
+        assert lo <= row.details["predicted"] <= hi
+        assert row.details["in_interval"] == (lo <= row.details["true_ms"] <= hi)
+    assert m["interval_coverage"] == (fix.details["in_interval"] + scale.details["in_interval"]) / 2
 
 
 def test_run_whatif_wrong_truth_fails_and_unsupported_edit_is_skipped(stalled: tuple[Path, dict[str, float]],
@@ -84,6 +89,7 @@ def test_run_whatif_wrong_truth_fails_and_unsupported_edit_is_skipped(stalled: t
     assert not pause.passed and "host_pause" in pause.details["reason"] and pause.details["error_pct"] is None
     m = result.metrics
     assert (m["n"], m["skipped"], m["within_tolerance"]) == (1, 1, 0.0)
+    assert fix.details["in_interval"] is False and m["interval_coverage"] == 0.0  # a truth twice too slow lies out
     assert m["mape_by_edit_type"]["fix:host_pause"] == {"n": 0, "skipped": 1}
     assert math.isfinite(m["mape"]) and m["mape"] == pytest.approx(50, abs=3)
 
@@ -92,3 +98,4 @@ def test_run_whatif_without_edits_is_empty(tmp_path: Path) -> None:
     result = run_whatif([], Settings(home=tmp_path, workers=2))
     assert result.suite == "whatif" and result.cases == ()
     assert result.metrics["mape"] is None and result.metrics["within_tolerance"] is None
+    assert result.metrics["interval_coverage"] is None

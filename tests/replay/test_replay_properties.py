@@ -17,6 +17,8 @@ from bottleneck_oracle.errors import OracleError
 from bottleneck_oracle.graph.types import NodeKind
 from bottleneck_oracle.replay.engine import Edit, replay_steps
 from bottleneck_oracle.traces import read_trace
+from bottleneck_oracle.truth.edits import parse_edit
+from bottleneck_oracle.whatif.predict import predict_whatif
 from tests.conftest import DATA, REAL, WILD
 from tests.tracebuilder import kernel, op, runtime, step, write
 
@@ -72,6 +74,7 @@ def test_qwen_on_h100_with_kernels_twice_as_fast_lies_between_the_gpu_bound_and_
     busy_ns = int(a.gpu.busy_ns[0])  # 31.9 ms of the 35.18
     x2 = int(replay_steps(a, [Edit(2.0, kinds=(NodeKind.KERNEL,))]).after_ns[0])
     assert r.wall_ns - busy_ns / 2 <= x2 < r.wall_ns  # was 39.6 ms for 35.18 recorded
+    assert predict_whatif(a, 6, [parse_edit("scale kind=kernel x2")]).predicted_ms["replay"] == round(x2 / 1e6, 3)
 
 
 @st.composite

@@ -36,7 +36,7 @@ def test_fixing_the_straggler_takes_its_lateness_off_the_step(gpt) -> None:  # t
     assert p.chosen == "replay" and "not loaded" in p.why
     body = p.to_json()
     assert set(body) == {"step", "baseline_ms", "edits", "predicted_ms", "chosen", "why", "assumptions",
-                         "critical_path", "new_critical_path", "moved"}
+                         "critical_path", "new_critical_path", "moved", "interval_ms", "interval_from"}
     assert body["edits"][0]["text"] == "fix straggler_rank"
     assert sum(body["new_critical_path"]["breakdown_ms"].values()) == pytest.approx(p.best_ms, abs=0.01)
 
