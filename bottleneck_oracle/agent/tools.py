@@ -191,7 +191,7 @@ def _whatif_summary(p: Any) -> dict[str, Any]:
             "baseline_ms": p.baseline_ms, "predicted_ms": p.predicted_ms, "chosen": p.chosen,
             "best_ms": p.best_ms, "gain_ms": p.gain_ms, "why": p.why, "assumptions": list(p.assumptions),
             "moved": {k: v[:5] if isinstance(v, list) else v for k, v in moved.items()},
-            **(p.interval.to_json() if p.interval else {"interval_ms": None, "interval_from": []})}
+            **p.interval_json()}
 
 
 def make_tools(ctx: ToolContext) -> list[BaseTool]:

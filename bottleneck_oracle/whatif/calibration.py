@@ -22,7 +22,8 @@ import numpy as np
 from bottleneck_oracle.analysis import Analysis
 from bottleneck_oracle.truth.edits import Edit
 
-__all__ = ["CALIBRATION", "Interval", "Ratios", "interval_for", "load_ratios", "ratios_of", "save_ratios"]
+__all__ = ["CALIBRATION", "Interval", "Ratios", "interval_for", "load_ratios", "ratios_of", "save_ratios",
+           "step_spread_ms"]
 
 CALIBRATION = Path(__file__).with_name("calibration.json")
 Z90 = 1.645  # a two-sided 90% band of a normal spread

@@ -125,7 +125,11 @@ class WhatIfPrediction:
                 "predicted_ms": self.predicted_ms, "chosen": self.chosen, "why": self.why,
                 "assumptions": list(self.assumptions), "critical_path": self.before.to_json(),
                 "new_critical_path": self.after.to_json() if self.after else None, "moved": self.moved(),
-                **(self.interval.to_json() if self.interval else {"interval_ms": None, "interval_from": []})}
+                **self.interval_json()}
+
+    def interval_json(self) -> dict[str, object]:
+        """``{"interval_ms": [lo, hi] | None, "interval_from": [...]}``, as ``--json`` and the agent's tool give it."""
+        return self.interval.to_json() if self.interval else {"interval_ms": None, "interval_from": []}
 
 
 def check_step(a: Analysis, step: int | None) -> int:
