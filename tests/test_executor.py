@@ -54,7 +54,8 @@ def multi_rank_folders() -> list[Path]:
     """Every folder of real or public traces, and of our captures, with two or more trace files."""
     roots = [REAL, WILD, DATA, REPO / "examples"]
     found = {p.parent for root in roots if root.is_dir() for p in root.rglob("*.json*")}
-    traces = lambda d: [f for f in d.iterdir() if f.name.endswith((".json", ".json.gz")) and f.name != "manifest.json"]  # noqa: E731
+    traces = lambda d: [f for f in d.iterdir() if f.name.endswith((".json", ".json.gz")) and f.name != "manifest.json"  # noqa: E731
+                        and not f.name.startswith("nccl_trace_rank_")]  # Flight Recorder dumps, not traces
     return sorted(d for d in found if len(traces(d)) >= 2)
 
 

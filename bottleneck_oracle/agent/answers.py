@@ -204,6 +204,34 @@ def _seen(results: list[Result]) -> Reply:
                           first=template("similar", **names[0])), evidence)
 
 
+def _hang(h: dict[str, Any]) -> Reply:
+    """The hang verdict of the dumps (``hang_report``): its sentences as the tool wrote them."""
+    first, rest = h["explanation"][0], h["explanation"][1:]
+    if h["verdict"] != "hang":
+        verdict = template("hang_none" if h["verdict"] == "none" else "hang_unknown", first=first)
+    else:
+        verdict = template("hang_verdict", first=first, second=rest[0] if rest else "")
+        rest = rest[1:]
+    evidence = [Evidence(line, "hang_report") for line in rest]
+    evidence += [Evidence(template("hang_where", rank=r, where=w), "hang_report") for r, w in h["where"].items()]
+    d = h.get("first_divergence")
+    if d and h["cause"] != "mismatch":  # a mismatch's divergence is the verdict's own sentence
+        found = "; ".join(f"rank {r}: {v}" for r, v in d["found"].items())
+        evidence.append(Evidence(template("hang_divergence", found=found, **d), "hang_report"))
+    for p in h.get("profiled", []):
+        if p.get("step") is not None:
+            ops = "; ".join(f"{o['op']} {o['ms']} ms" for o in p["top_ops"]) or "none"
+            evidence.append(Evidence(template("hang_profiled", ops=ops, **p), "hang_report"))
+    if h["missing_dumps"] and h["cause"] != "missing_dump":
+        evidence.append(Evidence(template("hang_missing", ranks=rank_list(h["missing_dumps"])), "hang_report"))
+    sure = (template("hang_confidence_high") if h["verdict"] == "hang" and h["culprit_ranks"] and not h["missing_dumps"]
+            else template("hang_confidence_medium", why="some ranks left no dump" if h["missing_dumps"]
+                          else "no rank could be named" if h["verdict"] == "hang" else "the dumps show no stuck call"))
+    traces = f" --traces {h['profiled_from']}" if h.get("profiled_from") else ""
+    return Reply(verdict, evidence, action=h["next_steps"][0] if h["next_steps"] else None, confidence=sure,
+                 check=template("check_hang", dumps=h["dumps"], traces=traces))
+
+
 def missing_tools(names: list[str]) -> str:
     """The answer when the plan needs tools the caller did not offer."""
     return template("missing_tools", tools=", ".join(names))
@@ -236,6 +264,8 @@ def write_reply(intent: str, slots: Slots, results: list[Result], trace: str | N
         reply = _optimize(o, trace)
     elif intent == "seen_before":
         reply = _seen(results)
+    elif intent == "hang" and (h := result_of(results, "hang_report")) is not None:
+        reply = _hang(h)
     elif (asked := answer_question(intent, results, slots.category, edit_for(slots) is None)) is not None:
         reply = asked  # the questions asked next (answers_questions.py)
     else:

@@ -40,7 +40,7 @@ def _examples() -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
 
 INTENTS = ("why_slow", "straggler", "critical_path", "compare_steps", "compare_ranks", "compare_runs", "whatif", "optimize",
            "seen_before", "list_steps", "gpu_busy", "list_traces", "cypher", "step_time", "top_ops", "job_bound",
-           "rank_like_peers", "whatif_run", "slowest_step", "explain_category", "out_of_scope")
+           "rank_like_peers", "whatif_run", "slowest_step", "explain_category", "hang", "out_of_scope")
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,6 +186,8 @@ def next_calls(intent: str, slots: Slots, question: str, results: list[Result]) 
         return None if done else [Call("explain_step", _step_args(slots))]
     if intent == "list_traces":
         return None if done else [Call("list_traces", {})]
+    if intent == "hang":
+        return None if done else [Call("hang_report", {})]
     if intent == "cypher":
         return None if done else [cypher_call(question, slots)]
     return None

@@ -12,18 +12,20 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.errors import OracleError
+from bottleneck_oracle.errors import ConfigError, OracleError
 from bottleneck_oracle.graphdb import GraphStore, list_traces, open_store
 from bottleneck_oracle.truth.edits import format_edit
 from bottleneck_oracle.workspace import questions as next_questions
 from bottleneck_oracle.workspace import steps as step_questions
 from bottleneck_oracle.workspace.diff import diff_traces
+from bottleneck_oracle.workspace.hang import hang_report
 from bottleneck_oracle.workspace.loaded import LoadedTrace, loaded_trace
 from bottleneck_oracle.workspace.whatif import model_is_scored, optimize_trace, whatif_trace
 
@@ -39,6 +41,7 @@ class ToolContext:
 
     settings: Settings
     trace: str | None = None
+    dumps: str | None = None  # a folder of Flight Recorder dumps, for questions about a hang
     stage: Callable[[str], None] | None = None
     timings: list[tuple[str, str, float]] = field(default_factory=list, repr=False)  # (tool, args JSON, ms)
     _store: GraphStore | None = field(default=None, repr=False)
@@ -121,6 +124,13 @@ class _RankArgs(_StepOnly):
 
 class _RunWhatIfArgs(_TraceArg):
     edit: str = Field(description="an edit, as for whatif: 'fix host_pause', 'scale op=allreduce x2', ...")
+
+
+class _HangArgs(BaseModel):
+    dumps: str | None = Field(None, description="Folder of the job's Flight Recorder dumps (default: the one "
+                                                "the conversation was given).")
+    traces: str | None = Field(None, description="Profiler traces of the same job, to say what the culprit did "
+                                                 "in its last profiled step (a path, id or name).")
 
 
 class _NoArgs(BaseModel):
@@ -274,6 +284,12 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
     def run_whatif(edit: str, trace: str | None = None) -> dict[str, Any]:
         return next_questions.whatif_run(ctx.resolve(trace), edit, ctx.settings)
 
+    def hang(dumps: str | None = None, traces: str | None = None) -> dict[str, Any]:
+        folder = dumps or ctx.dumps
+        if folder is None:
+            raise ConfigError("no Flight Recorder dumps given: pass their folder (oracle ask --dumps DIR)")
+        return hang_report(Path(folder), ctx.settings, traces=traces)
+
     specs: list[tuple[str, Callable[..., Any], type[BaseModel], str]] = [
         ("list_traces", traces_, _NoArgs, "The traces loaded in the graph database: id, name, ranks, steps."),
         ("list_steps", steps_, _TraceArg, "Every step of a trace with its wall time and GPU busy/idle, the median "
@@ -316,6 +332,10 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
                                                    "that rank's findings in the step fixed, predicted together."),
         ("whatif_run", run_whatif, _RunWhatIfArgs, "What an edit saves over every complete step of the run, "
                                                    "summed (whatif predicts one step)."),
+        ("hang_report", hang, _HangArgs, "Why a distributed job hangs, from its Flight Recorder dumps: the "
+                                         "collective it is stuck in, the ranks waiting in it, the culprit ranks "
+                                         "and why (never entered, a mismatched call, no dump), the first "
+                                         "divergence, each rank's line of code, and what to look at next."),
         ("cypher", cypher, _CypherArgs, "One read-only Cypher query over the graph (labels Trace, Rank, Step, Op, "
                                         "Collective, Finding, Playbook); writes are refused; rows are limited."),
     ]
@@ -326,5 +346,5 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
 TOOL_NAMES = ("list_traces", "list_steps", "explain_step", "critical_subgraph", "compare_steps", "compare_ranks",
               "compare_runs",
               "stragglers", "similar_findings", "whatif", "optimize", "playbook_search", "job_bound", "top_ops",
-              "rank_like_peers", "whatif_run", "cypher")
+              "rank_like_peers", "whatif_run", "hang_report", "cypher")
 

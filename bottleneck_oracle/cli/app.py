@@ -13,6 +13,7 @@ from bottleneck_oracle.cli.db import db_app, ingest_command, traces_command
 from bottleneck_oracle.cli.diff import diff_command
 from bottleneck_oracle.cli.doctor import doctor_command
 from bottleneck_oracle.cli.eval import eval_app
+from bottleneck_oracle.cli.hang import hang_command
 from bottleneck_oracle.cli.mcp import mcp_command
 from bottleneck_oracle.cli.model import gnn_eval_command, train_command
 from bottleneck_oracle.cli.record import (
@@ -46,6 +47,7 @@ app.command("gnn-eval")(gnn_eval_command)
 app.command("whatif")(whatif_command)
 app.command("optimize")(optimize_command)
 app.command("diff")(diff_command)
+app.command("hang")(hang_command)
 app.command("ask")(ask_command)
 app.command("chat")(chat_command)
 app.command("mcp")(mcp_command)

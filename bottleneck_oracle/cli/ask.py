@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from bottleneck_oracle.cli._render import print_json, stderr, stdout
 from bottleneck_oracle.config import Settings
+from bottleneck_oracle.errors import OracleError
 
 if TYPE_CHECKING:
     from bottleneck_oracle.agent.conversation import Answer
@@ -17,6 +18,7 @@ __all__ = ["ask_command", "chat_command"]
 
 _TRACE = typer.Option("--trace", help="The trace: a path (ingested the first time), an id or a name; "
                                       "default: the newest loaded.")
+_DUMPS = typer.Option("--dumps", help="A folder of Flight Recorder dumps of a hung job, for questions about the hang.")
 _LLM = typer.Option("--llm", help="'offline' (the default planner, no network) or 'openai:MODEL'.")
 _BASE_URL = typer.Option("--base-url", help="An OpenAI-compatible server (vLLM, Ollama, llama.cpp): its /v1 URL.")
 _SESSION = typer.Option("--session", help="Keep the conversation under this name in the workspace and resume it "
@@ -50,6 +52,7 @@ def _print_answer(a: Answer, verbose: bool = False) -> None:
 def ask_command(
     question: Annotated[str, typer.Argument(help="The question, e.g. 'Why is step 3 slow?'.")],
     trace: Annotated[Optional[str], _TRACE] = None,
+    dumps: Annotated[Optional[str], _DUMPS] = None,
     llm: Annotated[str, _LLM] = "offline",
     base_url: Annotated[Optional[str], _BASE_URL] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
@@ -62,12 +65,19 @@ def ask_command(
     and Check: the command that verifies it. Exits 2 when the question names something the trace does
     not have (the answer lists what it has)."""
     from bottleneck_oracle.agent.conversation import Conversation
+    from bottleneck_oracle.agent.intents import classify
 
     settings = Settings.from_env()
     stage = None if as_json else (lambda what: stderr().print(f"[dim]{escape(what)}...[/]", highlight=False))
     with Conversation(settings, trace=trace, llm=llm, base_url=base_url, session=session,
                       stage=stage) as conversation:
-        conversation.context.resolve()  # a trace that is not there fails here, in one line (exit 2)
+        conversation.context.dumps = dumps
+        if dumps is None or trace is not None:
+            try:
+                conversation.context.resolve()  # a trace that is not there fails here, in one line (exit 2)
+            except OracleError:
+                if trace is not None or classify(question).name != "hang":
+                    raise  # a question about a hang needs no trace: its answer says to pass --dumps
         answer = conversation.ask(question, None if as_json else _progress)
     if as_json:
         print_json(answer.to_json())

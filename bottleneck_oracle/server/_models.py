@@ -178,6 +178,21 @@ class OptimizeOut(_Open):
     plan: list[dict[str, Any]]
 
 
+class HangOut(_Open):
+    """Why the job hangs, as ``oracle hang --json`` prints it."""
+
+    verdict: Literal["hang", "none", "unknown"]
+    cause: str
+    culprit_ranks: list[int]
+    waiting_ranks: list[int]
+    collective: dict[str, Any] | None = Field(description="the stuck collective: seq, op, group, sizes")
+    first_divergence: dict[str, Any] | None
+    where: dict[str, str] = Field(description="rank → file:line of its call (first frame outside torch)")
+    missing_dumps: list[int]
+    explanation: list[str]
+    next_steps: list[str]
+
+
 class DiffOut(_Open):
     """NEW against BASE, as ``oracle diff --format json`` prints it."""
 

@@ -14,12 +14,12 @@ from python_multipart.multipart import MultipartParseError, MultipartParser, par
 
 from bottleneck_oracle.errors import ConfigError
 
-__all__ = ["Upload", "check_name", "receive_upload"]
+__all__ = ["TRACE_SUFFIXES", "Upload", "check_name", "receive_upload"]
 
 FILES_FIELD = "files"
 NAME_FIELD = "name"
 _SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-_SUFFIXES = (".json", ".json.gz")
+TRACE_SUFFIXES = (".json", ".json.gz")
 _MAX_NAME_BYTES = 1024
 
 
@@ -34,8 +34,8 @@ class Upload:
 class _Receiver:
     """The multipart parser's callbacks: headers of each part, then its bytes to a file or a field."""
 
-    def __init__(self, folder: Path) -> None:
-        self.folder, self.upload = folder, Upload()
+    def __init__(self, folder: Path, suffixes: tuple[str, ...]) -> None:
+        self.folder, self.upload, self.suffixes = folder, Upload(), suffixes
         self._header, self._value, self._headers = b"", b"", {}  # type: ignore[var-annotated]
         self._out: BinaryIO | None = None
         self._field: bytearray | None = None
@@ -58,7 +58,8 @@ class _Receiver:
         name = options.get(b"name", b"").decode("utf-8", "replace")
         filename = options.get(b"filename")
         if name == FILES_FIELD and filename is not None:
-            self._out = _open_file(self.folder, Path(filename.decode("utf-8", "replace")).name, self.upload)
+            self._out = _open_file(self.folder, Path(filename.decode("utf-8", "replace")).name, self.upload,
+                                   self.suffixes)
         elif name == NAME_FIELD and filename is None:
             self._field = bytearray()
         else:
@@ -86,10 +87,11 @@ class _Receiver:
             self._out.close()
 
 
-def _open_file(folder: Path, filename: str, upload: Upload) -> BinaryIO:
-    if not _SAFE.fullmatch(filename) or not filename.endswith(_SUFFIXES):
-        raise ConfigError(f"upload: file {filename!r}: expected a trace file named like rank0.json or "
-                          "rank0.json.gz (letters, digits, '.', '_', '-')")
+def _open_file(folder: Path, filename: str, upload: Upload, suffixes: tuple[str, ...]) -> BinaryIO:
+    if not _SAFE.fullmatch(filename) or not filename.endswith(suffixes):
+        like = "rank0.json or rank0.json.gz" if suffixes == TRACE_SUFFIXES else "nccl_trace_rank_0"
+        raise ConfigError(f"upload: file {filename!r}: expected a file named like {like} "
+                          "(letters, digits, '.', '_', '-')")
     path = folder / filename
     if path.exists():
         raise ConfigError(f"upload: file {filename!r} sent twice")
@@ -110,8 +112,9 @@ def check_name(name: str) -> str:
 
 
 async def receive_upload(content_type: str | None, chunks: AsyncIterator[bytes], folder: Path,
-                         limit_bytes: int) -> Upload:
-    """Writes the trace files of a multipart body into ``folder`` as its bytes arrive.
+                         limit_bytes: int, suffixes: tuple[str, ...] = TRACE_SUFFIXES) -> Upload:
+    """Writes the files of a multipart body into ``folder`` as its bytes arrive (``suffixes``: the endings a
+    file name may have; ``("",)`` takes any, as Flight Recorder dumps have none).
 
     Raises:
         HTTPException: 413, the body passes ``limit_bytes``. ConfigError: not multipart, a part other than
@@ -120,7 +123,7 @@ async def receive_upload(content_type: str | None, chunks: AsyncIterator[bytes],
     kind, options = parse_options_header(content_type)
     if kind != b"multipart/form-data" or b"boundary" not in options:
         raise ConfigError(f"upload: expected a multipart/form-data body with the trace files under {FILES_FIELD!r}")
-    receiver = _Receiver(folder)
+    receiver = _Receiver(folder, suffixes)
     callbacks = {name: getattr(receiver, name) for name in (
         "on_part_begin", "on_header_field", "on_header_value", "on_header_end", "on_headers_finished",
         "on_part_data", "on_part_end")}

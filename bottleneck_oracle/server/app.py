@@ -38,6 +38,7 @@ from bottleneck_oracle.server._events import ask_events
 from bottleneck_oracle.server._upload import check_name, receive_upload
 from bottleneck_oracle.workspace.diff import diff_traces
 from bottleneck_oracle.workspace.findings import trace_findings
+from bottleneck_oracle.workspace.hang import hang_report
 from bottleneck_oracle.workspace.ingest import ingest
 from bottleneck_oracle.workspace.loaded import LoadedTrace, loaded_trace
 from bottleneck_oracle.workspace.steps import explain_step, list_steps, step_rows
@@ -60,6 +61,10 @@ _UPLOAD_BODY = {"requestBody": {"required": True, "content": {"multipart/form-da
         "files": {"type": "array", "items": {"type": "string", "format": "binary"},
                   "description": "one Kineto trace per rank, .json or .json.gz"},
         "name": {"type": "string", "description": "the trace's name (default: upload-<id>)"}}}}}}}
+_HANG_BODY = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": ["files"], "properties": {
+        "files": {"type": "array", "items": {"type": "string", "format": "binary"},
+                  "description": "one Flight Recorder dump per rank (nccl_trace_rank_0, ...)"}}}}}}}
 _SSE_DATA = {"tool": ["name", "args"], "tool_done": ["name", "ms", "ok"], "error": ["detail"],
              "answer": ["question", "answer", "answered", "cause", "tool_calls", "grounded", "verdict", "evidence",
                         "action", "confidence", "check"]}
@@ -225,6 +230,18 @@ def _api(settings: Settings, token: str | None, limit_bytes: int) -> APIRouter:
             shutil.rmtree(root, ignore_errors=True)
             raise
         return _json({"trace": await run_in_threadpool(summary, db, done.report.trace_id)}, 201)
+
+    @api.post("/hang", openapi_extra=_HANG_BODY, responses={200: {"model": m.HangOut}, **_errors(413)})
+    async def hang(request: Request) -> Response:
+        # the dumps are kept under the workspace, as uploaded traces are
+        folder = Path(settings.home) / UPLOADS / f"hang-{uuid.uuid4().hex}"
+        try:
+            await receive_upload(request.headers.get("content-type"), request.stream(), folder, limit_bytes,
+                                 suffixes=("",))
+            return _json(await run_in_threadpool(hang_report, folder, settings))
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
 
     @api.get("/traces/{ref}/steps", responses={200: {"model": m.StepsOut}, **_errors(404, 503)})
     def steps(ref: str, db: Store) -> Response:

@@ -92,6 +92,18 @@ PARAPHRASES: dict[str, tuple[list[Call], list[str]]] = {
         "how much was the GPU busy in total",
         "how saturated was the GPU",
     ]),
+    "hang": ([Call("hang_report", {})], [
+        "why is my job hanging",
+        "the run got stuck, which rank is responsible",
+        "why did the distributed job freeze",
+        "which rank never showed up to the collective and hung everything",
+        "what do the dumps say about the hang",
+        "where in the code are the ranks stuck",
+        "we hit an NCCL timeout, what caused it",
+        "is my job deadlocked",
+        "the job has been stuck for an hour, why",
+        "which process group is the hang in",
+    ]),
     "out_of_scope": ([], [
         "what's the weather in Paris",
         "write a haiku about GPUs",

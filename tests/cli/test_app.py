@@ -27,7 +27,8 @@ def test_cli_flag_set_is_frozen() -> None:
     assert flags["train"] == ["data", "directed", "epochs", "hidden", "layers", "max_minutes",
                               "out", "patience", "refit_steps", "seed"]
     assert flags["gnn-eval"] == ["as_json", "checkpoint", "data", "plots", "record", "splits"]
-    assert flags["ask"] == ["as_json", "base_url", "llm", "question", "session", "trace", "verbose"]
+    assert flags["ask"] == ["as_json", "base_url", "dumps", "llm", "question", "session", "trace", "verbose"]
+    assert flags["hang"] == ["as_json", "dumps", "prefix", "traces"]
     assert flags["chat"] == ["base_url", "llm", "session", "trace"]
     assert flags["serve"] == ["host", "max_upload_mb", "port", "token_file"]
     dataset = group.commands["dataset"].commands  # type: ignore[attr-defined]

@@ -91,3 +91,18 @@ def test_ask_default_fits_a_screen_and_verbose_prints_what_the_tools_returned(ag
     assert lines[0].startswith("Step 5 is slow because") and lines[-2].startswith("Do: ")
     assert lines[-1].startswith("Check: oracle whatif gpt_2rank --edit 'fix host_pause' --step 5")
     assert "explain_step({'step': 5}) returned: {" in full.stdout and "offline planner" in full.stdout
+
+
+def test_ask_about_a_hang_answers_from_the_dumps_alone(tmp_path: Path) -> None:
+    from tests.conftest import DATA
+
+    dumps = DATA / "hangs" / "sleep_profiled"
+    out = run_oracle("ask", "why did my job hang?", "--dumps", dumps, "--json", env=_env(tmp_path))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["tool_calls"][0]["name"] == "hang_report" and doc["grounded"] is True
+    assert doc["verdict"].startswith("Rank 1 holds up the job: it never entered all_reduce #6 of group 0")
+    assert doc["confidence"].startswith("high") and doc["check"] == f"oracle hang {dumps}"
+    assert not (tmp_path / "falkordb").exists()  # a question about dumps starts no graph database
+    asked = run_oracle("ask", "which rank is stuck?", env=_env(tmp_path))  # no --dumps: says what to pass
+    assert asked.returncode == 2 and "--dumps" in asked.stdout + asked.stderr

@@ -158,3 +158,23 @@ def compare(page: Page, base_id: str, new_id: str) -> dict[str, Any]:
             `#diff-chart circle[data-run='${k}']`)].map(c => +c.dataset.ms)])),
         movers: [...document.querySelectorAll('#diff-movers tr[data-what]')].map(
             r => [...r.querySelectorAll('td')].map(td => td.textContent))})""")
+
+
+def read_hang(page: Page, files: list[Path]) -> dict[str, Any]:
+    """Uploads Flight Recorder dumps in the hang view; returns {"state", "verdict", "error", "seqs": [column
+    heads], "stuck": the marked head, "rows": {rank: [marks]}, "culprits": [ranks whose row is marked]}."""
+    page.eval_on_selector("#hang-result", "n => { n.dataset.state = ''; }")
+    page.set_input_files("#hang-files", [str(f) for f in files])
+    page.click("#hang-send")
+    page.wait_for_selector("#hang-result[data-state='done'], #hang-result[data-state='error']")
+    return page.evaluate("""() => {
+        const grid = document.getElementById('hang-grid');
+        const heads = grid ? [...grid.querySelectorAll('tr:first-of-type th')].slice(1) : [];
+        return {state: document.getElementById('hang-result').dataset.state,
+                verdict: (document.getElementById('hang-verdict') || {}).textContent || null,
+                error: document.getElementById('hang-error').textContent,
+                seqs: heads.map(th => th.textContent),
+                stuck: (heads.find(th => th.classList.contains('stuck')) || {}).textContent || null,
+                rows: Object.fromEntries([...(grid ? grid.querySelectorAll('tr[data-rank]') : [])].map(
+                    tr => [tr.dataset.rank, [...tr.querySelectorAll('td')].map(td => td.textContent)])),
+                culprits: [...(grid ? grid.querySelectorAll('tr.culprit') : [])].map(tr => +tr.dataset.rank)}; }""")

@@ -20,6 +20,7 @@ from bottleneck_oracle.config import Settings
 from bottleneck_oracle.graphdb import stop_server
 from bottleneck_oracle.server.app import UPLOADS
 from bottleneck_oracle.traces import read_trace
+from tests.conftest import DATA
 from tests.server.conftest import GPT, QWEN, UPLOAD_LIMIT_MB, serving, upload
 
 ERROR_STATUSES = (400, 404, 413)
@@ -279,3 +280,31 @@ def test_a_trace_without_gpu_events_has_no_gpu_values(server: str, uploaded: dic
     rows = httpx.get(f"{server}/api/traces/gpt_2rank/steps").json()["steps"]
     assert all(r["gpu"] is None and r["gpu_bound"] is False for r in rows)
     assert httpx.get(f"{server}/api/traces/gpt_2rank/steps/5/timeline").json()["gpu"] == []
+
+
+def _dumps(folder: Path) -> list[tuple[str, tuple[str, bytes, str]]]:
+    return [("files", (p.name, p.read_bytes(), "application/octet-stream"))
+            for p in sorted(folder.glob("nccl_trace_rank_*"))]
+
+
+def test_hang_reads_uploaded_dumps_as_oracle_hang_does(server: str, server_settings: Settings) -> None:
+    from bottleneck_oracle.workspace.hang import hang_report
+
+    folder = DATA / "hangs" / "skip"
+    response = httpx.post(f"{server}/api/hang", files=_dumps(folder), timeout=120)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    expected = hang_report(folder, server_settings)
+    assert {k: v for k, v in body.items() if k != "dumps"} == {k: v for k, v in expected.items() if k != "dumps"}
+    assert body["culprit_ranks"] == [1] and body["first_divergence"]["kind"] == "op"
+
+
+def test_hang_refuses_a_dump_that_would_run_code(server: str, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    hostile = f"cos\nsystem\n(Vtouch {marker}\ntR.".encode()
+    files = [("files", ("nccl_trace_rank_0", hostile, "application/octet-stream"))]
+    response = httpx.post(f"{server}/api/hang", files=files, timeout=60)
+    assert "refused: it names os.system" in _one_line_error(response, 400)
+    assert not marker.exists()
+    bad_name = [("files", ("rank 0;", b"x", "application/octet-stream"))]
+    assert "nccl_trace_rank_0" in _one_line_error(httpx.post(f"{server}/api/hang", files=bad_name, timeout=60), 400)

@@ -18,7 +18,7 @@ import pytest
 
 from bottleneck_oracle.analysis.analysis import Analysis, analyze
 from bottleneck_oracle.traces import read_trace
-from tests.conftest import REPO
+from tests.conftest import DATA, REPO
 from tests.server.browser import ask as ask_chat
 from tests.server.browser import (
     chromium,
@@ -26,12 +26,14 @@ from tests.server.browser import (
     count_pixels,
     open_page,
     pick_trace,
+    read_hang,
     run_whatif,
     slow_steps,
     upload_files,
 )
 from tests.server.browser import open_step as open_timeline_step
 from tests.server.conftest import GPT, serving, upload
+from tests.traces.test_flight_recorder import dump, entry, write
 
 STATIC = REPO / "bottleneck_oracle" / "server" / "static"  # the page: index.html and its modules
 SCRIPT_NAME = "<script>window.__xss=1</script>"
@@ -225,3 +227,28 @@ def test_page_compares_two_runs(browser: Any, server: str, uploaded: dict[str, A
     assert page.evaluate("typeof window.__xss") == "undefined"
     assert page.evaluate("document.querySelectorAll('#diff-movers img, #diff-movers script').length") == 0
     assert not errors, errors
+
+
+def test_page_reads_a_hung_jobs_dumps_and_marks_the_rank_astray(browser: Any, server: str, tmp_path: Path) -> None:
+    page, errors = open_page(browser, server)
+    got = read_hang(page, sorted((DATA / "hangs" / "skip").glob("nccl_trace_rank_*")))
+    assert got["state"] == "done" and got["verdict"].startswith("Hang: Rank 1 went astray")
+    assert got["seqs"] == ["#1", "#2", "#3"] and got["stuck"] == "#3"
+    assert got["rows"] == {"0": ["✓", "✓", "…"], "1": ["✓", "✓", "✗"], "2": ["✓", "✓", "…"],
+                           "3": ["✓", "✓", "…"]}
+    assert got["culprits"] == [1]
+    # a call site that is markup is shown as text, and runs nothing
+    calls = [entry(1), entry(2, done=False)]
+    for call in calls:
+        call["frames"][-1]["filename"] = f"/job/{SCRIPT_NAME}.py"
+    folder = write(tmp_path / "markup", {r: dump(calls, "[0, 1, 2]") for r in (0, 1)})
+    got = read_hang(page, sorted(folder.iterdir()))
+    assert got["state"] == "done" and got["culprits"] == [2]  # the rank with no dump: it never came
+    assert SCRIPT_NAME in page.text_content("#hang-result")
+    assert page.evaluate("window.__xss") is None
+    bad = tmp_path / "bad" / "nccl_trace_rank_0"
+    bad.parent.mkdir()
+    bad.write_bytes(b"\x80\x04truncated")
+    got = read_hang(page, [bad])
+    assert got["state"] == "error" and "no readable Flight Recorder dump" in got["error"]
+    assert errors == []

@@ -7,6 +7,7 @@ import { drawStepChart, stepSeries } from "./stepchart.js";
 import { Timeline, colorOf } from "./timeline.js";
 import { drawGpuStrip } from "./gpustrip.js";
 import "./compare.js";  // the comparison view wires itself
+import "./hang.js";  // and so does the hang view
 
 const $ = (id) => document.getElementById(id);
 const state = { traces: [], trace: null, series: null, step: null, findings: [], loadSeq: 0 };
