@@ -18,7 +18,7 @@ import numpy as np
 from bottleneck_oracle.gnn.data import FEATURES, NODE_TYPES, StepGraph, node_ranks
 from bottleneck_oracle.graph.op_classes import OP_CLASSES
 
-__all__ = ["compute_sum_ms", "aggregates", "AggregateRegressors", "duration_score", "fit_kappa"]
+__all__ = ["compute_sum_ms", "aggregates", "AggregateRegressors", "duration_score", "edit_columns", "fit_kappa"]
 
 _C = {name: i for i, name in enumerate(FEATURES)}
 _KERNEL = NODE_TYPES.index("kernel")
@@ -61,6 +61,16 @@ def aggregates(sg: StepGraph) -> np.ndarray:
         out += [np.log1p(dur[m].sum() / world), np.log1p(dur[m & edited].sum() / world)]
     out += [edited.mean(), x[edited, _C["edit_log_speedup"]].mean() if edited.any() else 0.0]
     return np.asarray(out, dtype=np.float64)
+
+
+def edit_columns(width: int) -> np.ndarray:
+    """bool[width]: the columns of ``aggregates`` that say what was edited (the rest say what the step is)."""
+    edited = np.zeros(width, dtype=bool)
+    types = len(NODE_TYPES)
+    edited[[3 + 4 * t + 3 for t in range(types)]] = True  # each node type's edited time
+    edited[[3 + 4 * types + 2 * c + 1 for c in range(len(OP_CLASSES))]] = True  # each op class's edited time
+    edited[-2:] = True  # the share of nodes edited, their mean speed-up
+    return edited
 
 
 class AggregateRegressors:

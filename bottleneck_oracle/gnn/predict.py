@@ -18,6 +18,7 @@ import torch
 from bottleneck_oracle.analysis.analysis import Analysis
 from bottleneck_oracle.gnn.data import StepGraph, step_graphs
 from bottleneck_oracle.gnn.edits import edit_features
+from bottleneck_oracle.gnn.familiar import Familiarity, TrainingSteps
 from bottleneck_oracle.gnn.hetero import model_inputs
 from bottleneck_oracle.gnn.model import interference_ms
 from bottleneck_oracle.gnn.train import Checkpoint, load_checkpoint
@@ -45,6 +46,8 @@ class StepPrediction:
         interference_ms (float): what the model adds to a replay of the same edited step for the
             interference the edit changes (``replay/interference.py``; 0 without levers).
         replay_ms (float): the replay's wall time for the step (NaN when not replayed).
+        familiar (Familiarity | None): how near the unedited step lies to the training steps
+            (``gnn/familiar.py``; None: the checkpoint keeps no training steps to compare with).
     """
 
     step: int
@@ -55,6 +58,7 @@ class StepPrediction:
     latency_ms: float
     interference_ms: float = 0.0
     replay_ms: float = float("nan")
+    familiar: Familiarity | None = None
 
     @property
     def corrected_ms(self) -> float:
@@ -70,6 +74,8 @@ class Predictor:
             checkpoint = load_checkpoint(SHIPPED_CHECKPOINT if checkpoint is None else Path(checkpoint))
         self.checkpoint = checkpoint
         self.model = checkpoint.model.eval()
+        rows = checkpoint.baseline_rows
+        self.training_steps = TrainingSteps(rows[0]) if rows is not None and len(rows[0]) else None
 
     def preferred(self, question: str) -> str:
         """The predictor the checkpoint's recorded test scores favour for ``question`` (``step_time``,
@@ -116,9 +122,11 @@ class Predictor:
         for sg in graphs:
             if steps and sg.step not in steps:
                 continue
+            familiar = self.training_steps.familiarity(sg) if self.training_steps is not None else None
             for mask, value in groups:
                 if mask[sg.node].any():
                     sg = edit_features(sg, mask[sg.node], value)
             levers = replayed.lever_ns[sg.node] / 1e6 if edited else None
-            out.append(replace(self.predict_graph(sg, levers), replay_ms=replayed.step_ms.get(sg.step, float("nan"))))
+            out.append(replace(self.predict_graph(sg, levers), replay_ms=replayed.step_ms.get(sg.step, float("nan")),
+                               familiar=familiar))
         return out

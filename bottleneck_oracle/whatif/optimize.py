@@ -228,6 +228,8 @@ def _predicted(a: Analysis, step: int, c: Candidate, applied: tuple[Edit, ...],
 
 
 def _confidence(p: WhatIfPrediction, predictor: Predictor | None) -> float | None:
+    if p.familiar is not None and not p.familiar.known:
+        return None  # the recorded scores were measured on steps unlike this one
     types = {edit_type(e) for e in p.edits}
     scores = recorded_scores(predictor) if predictor is not None else {}
     if len(types) != 1 or (kind := types.pop()) not in scores or p.chosen not in scores[kind]:

@@ -32,6 +32,7 @@ from bottleneck_oracle.whatif._gpu import gpu_busy_ms, is_host_side
 from bottleneck_oracle.whatif.calibration import Interval, interval_for, load_ratios
 
 if TYPE_CHECKING:
+    from bottleneck_oracle.gnn.familiar import Familiarity
     from bottleneck_oracle.gnn.predict import Predictor
 
 __all__ = ["PathSummary", "WhatIfPrediction", "baseline_ms", "check_step", "predict_whatif", "recorded_scores"]
@@ -78,6 +79,8 @@ class WhatIfPrediction:
         after (PathSummary | None): the replayed one (None for a schedule prediction).
         interval (Interval | None): where the chosen prediction's step would land, and what set its width
             (``whatif/calibration.py``).
+        familiar (Familiarity | None): how near the step lies to the graph model's training steps; beyond
+            its threshold the model abstains (None: the model was not asked).
     """
 
     step: int
@@ -90,6 +93,7 @@ class WhatIfPrediction:
     before: PathSummary
     after: PathSummary | None
     interval: Interval | None = None
+    familiar: Familiarity | None = None
 
     @property
     def best_ms(self) -> float:
@@ -120,12 +124,12 @@ class WhatIfPrediction:
 
     def to_json(self) -> dict[str, object]:
         """``{"step", "baseline_ms", "edits", "predicted_ms", "chosen", "why", "assumptions",
-        "critical_path", "new_critical_path", "moved", "interval_ms", "interval_from"}``."""
+        "critical_path", "new_critical_path", "moved", "interval_ms", "interval_from", "model_familiarity"}``."""
         return {"step": self.step, "baseline_ms": self.baseline_ms, "edits": [edit_to_json(e) for e in self.edits],
                 "predicted_ms": self.predicted_ms, "chosen": self.chosen, "why": self.why,
                 "assumptions": list(self.assumptions), "critical_path": self.before.to_json(),
                 "new_critical_path": self.after.to_json() if self.after else None, "moved": self.moved(),
-                **self.interval_json()}
+                **self.interval_json(), "model_familiarity": self.familiar.to_json() if self.familiar else None}
 
     def interval_json(self) -> dict[str, object]:
         """``{"interval_ms": [lo, hi] | None, "interval_from": [...]}``, as ``--json`` and the agent's tool give it."""
@@ -187,11 +191,14 @@ def predict_whatif(a: Analysis, step: int, edits: Sequence[Edit],
     slower = bool((compiled.speedup < 1.0).any())
     models = predictor.predict(a, steps=(step,), speedup=compiled.speedup, weight=None if compiled.nodes_only
                                else weight) if predictor is not None and not slower else []
-    for model in models:  # none for a step the model does not take (a trace without ProfilerStep)
+    familiar = models[0].familiar if models else None
+    for model in models if familiar is not None and familiar.known else ():  # none for a step it does not take
         predicted["gnn_replay"] = round(predicted["replay"] + model.interference_ms, 3)
         if compiled.nodes_only:  # the model sees node edits; a gap or a transfer rescaled it cannot see
             predicted["gnn"] = round(model.step_ms, 3)
-    chosen, why = _choose(edits, predicted, predictor if models else None)
+    chosen, why = _choose(edits, predicted, predictor if len(predicted) > 1 else None)
+    if models and len(predicted) == 1:
+        why = _abstains(familiar)
     if slower and predictor is not None:
         why = ("a slow-down: the graph model learned speed-ups and removals only; replay of the edited DAG, which "
                "reproduces the recorded step exactly, misses only interference the edit changes")
@@ -200,7 +207,16 @@ def predict_whatif(a: Analysis, step: int, edits: Sequence[Edit],
     interval = interval_for(a, step, after_slowest.rank, edits, baseline, predicted[chosen],
                             _most_saved_ms(a, step, compiled), load_ratios())
     return WhatIfPrediction(step, baseline, edits, predicted, chosen, why, assumptions,
-                            before, _summary(a, after_slowest), interval)
+                            before, _summary(a, after_slowest), interval, familiar)
+
+
+def _abstains(familiar: Familiarity | None) -> str:
+    if familiar is None:
+        return ("the graph model abstains: its checkpoint keeps no training steps to tell whether this step is "
+                "like them; replay of the edited DAG")
+    return (f"the graph model abstains: this step lies {familiar.distance:.1f} from the nearest step it was trained "
+            f"on, beyond the {familiar.threshold:.1f} within which its recorded scores hold (gnn/familiar.py); "
+            "replay of the edited DAG, which reproduces the recorded step exactly")
 
 
 def _most_saved_ms(a: Analysis, step: int, compiled: Compiled) -> float | None:

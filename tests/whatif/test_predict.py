@@ -36,24 +36,42 @@ def test_fixing_the_straggler_takes_its_lateness_off_the_step(gpt) -> None:  # t
     assert p.chosen == "replay" and "not loaded" in p.why
     body = p.to_json()
     assert set(body) == {"step", "baseline_ms", "edits", "predicted_ms", "chosen", "why", "assumptions",
-                         "critical_path", "new_critical_path", "moved", "interval_ms", "interval_from"}
+                         "critical_path", "new_critical_path", "moved", "interval_ms", "interval_from",
+                         "model_familiarity"}
+    assert body["model_familiarity"] is None  # the model was not asked
     assert body["edits"][0]["text"] == "fix straggler_rank"
     assert sum(body["new_critical_path"]["breakdown_ms"].values()) == pytest.approx(p.best_ms, abs=0.01)
 
 
-def test_the_choice_follows_the_checkpoints_recorded_scores(gpt, model: Predictor) -> None:  # type: ignore[no-untyped-def]
+def test_the_choice_follows_the_checkpoints_recorded_scores(model: Predictor) -> None:
+    _, a = job("", GPT2)  # a synthetic job like those the model was trained and scored on
     scores = model.checkpoint.metrics["splits"]["test"]["whatif"]["kernel_faster:gemm"]
-    p = predict_whatif(gpt, 3, [parse_edit("scale op=gemm x2")], model)
+    step = sorted({r.step for r in a.steps})[1]
+    p = predict_whatif(a, step, [parse_edit("scale op=gemm x2")], model)
+    assert p.familiar is not None and p.familiar.known
     best = min((k for k in ("replay", "gnn_replay", "gnn") if k in scores), key=scores.get)
     assert p.chosen == best and f"{best} {scores[best]:.2f}%" in p.why
     assert set(p.predicted_ms) == {"replay", "gnn_replay", "gnn"}
     assert p.best_ms < p.baseline_ms
+
+
+def test_on_a_step_unlike_its_training_steps_the_model_abstains(gpt, model: Predictor) -> None:  # type: ignore[no-untyped-def]
+    # a real CPU capture: its scores were measured on simulated GPU jobs, so they say nothing here
+    p = predict_whatif(gpt, 3, [parse_edit("scale op=gemm x2")], model)
+    assert not p.familiar.known and p.familiar.distance > p.familiar.threshold
+    assert set(p.predicted_ms) == {"replay"} and p.chosen == "replay"
+    assert p.why.startswith("the graph model abstains: this step lies") and f"{p.familiar.threshold:.1f}" in p.why
+    assert p.to_json()["model_familiarity"] == {"distance": round(p.familiar.distance, 2),
+                                                "threshold": round(p.familiar.threshold, 2), "known": False}
     moved = p.moved()
+    assert p.best_ms < p.baseline_ms
     assert moved["changed"][0]["delta_ms"] < 0 and "aten::mm" in {c["op"] for c in moved["changed"]}
 
 
-def test_an_edit_the_model_never_saw_is_left_to_the_replay_and_says_so(gpt, model: Predictor) -> None:  # type: ignore[no-untyped-def]
-    p = predict_whatif(gpt, 5, [parse_edit("fix host_pause")], model)
+def test_an_edit_the_model_never_saw_is_left_to_the_replay_and_says_so(model: Predictor) -> None:
+    _, a = job("host_pause@2:1", GPT2)
+    p = predict_whatif(a, 2, [parse_edit("fix host_pause")], model)
+    assert p.familiar.known
     assert p.chosen == "replay" and "no recorded score for fix:host_pause" in p.why
     assert "gnn" not in p.predicted_ms  # it cannot see a gap made shorter
 
