@@ -94,8 +94,11 @@ def _fix(w: dict[str, Any] | None, entries: list[dict[str, Any]], trace: str | N
     if not w or "error" in w:
         return {}
     how = f" ({entries[0]['title']})" if entries else ""
+    interval = " " + template("fix_interval", lo_ms=w["interval_ms"][0], hi_ms=w["interval_ms"][1]) \
+        if w.get("interval_ms") else ""  # templates come on one line, stripped: the space goes here
     return {"action": template("fix_action", edit=w["edits"][0], how=how, step=w["step"], best_ms=w["best_ms"],
-                               baseline_ms=w["baseline_ms"], gain_ms=w["gain_ms"], chosen=w["chosen"]),
+                               baseline_ms=w["baseline_ms"], interval=interval, gain_ms=w["gain_ms"],
+                               chosen=w["chosen"]),
             "confidence": confidence_of(w["predicted_ms"], w["chosen"]),
             "check": whatif_check(trace, w["edits"][0], w["step"])}
 

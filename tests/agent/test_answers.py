@@ -67,6 +67,12 @@ def test_why_slow_is_a_reply_in_the_contract() -> None:
     lines = reply.render().splitlines()
     assert lines[0] == reply.verdict and lines[-2].startswith("Do: ") and lines[-1].startswith("Check: ")
     assert "offline planner" in reply.render(verbose=True) and "offline planner" not in reply.render()
+    with_interval = [results[0], Result("whatif", {}, {**WHATIF, "interval_ms": [30.5, 60.125],
+                                                      "interval_from": ["the replay's saving against 6 real re-runs"]}),
+                     results[2]]
+    action = write_reply("why_slow", read_slots("why is step 4 slow?"), with_interval).action
+    assert action == ("`fix dataloader_stall` (Prefetch), predicted to bring step 4 to 41.25 ms from 80.25 ms "
+                      "(interval 30.5 to 60.125 ms), 39.0 ms saved (predictor: replay)")
 
 
 def test_the_ranks_that_waited_for_the_cause_are_in_the_verdict() -> None:
