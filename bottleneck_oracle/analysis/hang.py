@@ -236,7 +236,7 @@ def _rank_rows(record: FlightRecord) -> dict[int, dict[str, dict]]:
     rows: dict[int, dict[str, dict]] = {}
     for r, dump in record.dumps.items():
         for name in record.groups:
-            entries = [e for e in dump.entries if e.group == name]
+            entries = record.calls(r, name)
             if not entries and name not in dump.status:
                 continue
             enqueued, done = counters(record, r, name)

@@ -58,7 +58,7 @@ def stuck_groups(record: FlightRecord) -> list[GroupHang]:
 
 
 def collectives(record: FlightRecord, rank: int, group: str) -> list[DumpEntry]:
-    return sorted((e for e in record.dumps[rank].entries if e.group == group and not e.is_p2p), key=lambda e: e.seq)
+    return sorted((e for e in record.calls(rank, group) if not e.is_p2p), key=lambda e: e.seq)
 
 
 def is_done(entry: DumpEntry) -> bool:
@@ -168,8 +168,7 @@ def _p2p_hangs(record: FlightRecord, groups_stuck: set[str]) -> list[GroupHang]:
     for name, config in record.groups.items():
         if name in groups_stuck:
             continue
-        open_calls = {r: e for r in config.ranks if r in record.dumps
-                      for e in record.dumps[r].entries if e.group == name and e.is_p2p and not is_done(e)}
+        open_calls = {r: e for r in config.ranks for e in record.calls(r, name) if e.is_p2p and not is_done(e)}
         if not open_calls:
             continue
         waiting = tuple(sorted(open_calls))

@@ -16,6 +16,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from bottleneck_oracle.errors import TraceFormatError
@@ -30,15 +31,19 @@ _P2P_OPS = ("send", "recv")
 _TORCH_PREFIX = "nccl_trace_rank_"  # TORCH_FR_DUMP_TEMP_FILE's default
 
 
+class _Refused(pickle.UnpicklingError):
+    """The file names code or an outside object: never loaded."""
+
+
 class _PlainUnpickler(pickle.Unpickler):
     """Loads dicts, lists, tuples, sets, strings, numbers, bytes, booleans and None; refuses every class and
     function, so no code in the file can run (``find_class`` is the only door to one)."""
 
     def find_class(self, module: str, name: str) -> object:
-        raise pickle.UnpicklingError(f"it names {module}.{name}, and a Flight Recorder dump names no code")
+        raise _Refused(f"it names {module}.{name}, and a Flight Recorder dump names no code")
 
     def persistent_load(self, pid: object) -> object:
-        raise pickle.UnpicklingError("it refers to a persistent object, and a Flight Recorder dump has none")
+        raise _Refused("it refers to a persistent object, and a Flight Recorder dump has none")
 
 
 class UnsafeDumpError(TraceFormatError):
@@ -100,6 +105,18 @@ class FlightRecord:
     @property
     def world_size(self) -> int:
         return max([*self.dumps, *self.missing_ranks, -1]) + 1
+
+    def calls(self, rank: int, group: str) -> tuple[DumpEntry, ...]:
+        """The rank's entries in the group, in the order it recorded them (indexed once, read many times)."""
+        return self._by_group.get((rank, group), ())
+
+    @cached_property
+    def _by_group(self) -> dict[tuple[int, str], tuple[DumpEntry, ...]]:
+        index: dict[tuple[int, str], list[DumpEntry]] = {}
+        for rank, dump in self.dumps.items():
+            for entry in dump.entries:
+                index.setdefault((rank, entry.group), []).append(entry)
+        return {key: tuple(entries) for key, entries in index.items()}
 
 
 def read_flight_record(path: Path, prefix: str | None = None, executor: Executor | None = None) -> FlightRecord:
@@ -197,9 +214,9 @@ def _read_dump(rank: int, file: Path) -> RankDump:
 def _load_pickle(file: Path, data: bytes) -> object:
     try:
         return _PlainUnpickler(io.BytesIO(data)).load()
+    except _Refused as error:
+        raise UnsafeDumpError(f"{file}: refused: {error}; nothing in it was run") from error
     except pickle.UnpicklingError as error:
-        if "names no code" in str(error) or "persistent object" in str(error):
-            raise UnsafeDumpError(f"{file}: refused: {error}; nothing in it was run") from error
         raise TraceFormatError(f"{file}: not a readable pickle ({error})") from error
     except (EOFError, ValueError, IndexError, KeyError, TypeError, MemoryError) as error:
         raise TraceFormatError(f"{file}: truncated or not a pickle ({type(error).__name__}: {error})") from error

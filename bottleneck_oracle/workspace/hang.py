@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bottleneck_oracle.analysis.analysis import Analysis
-from bottleneck_oracle.analysis.hang import HangVerdict, hang_verdict
+from bottleneck_oracle.analysis.hang import hang_verdict
 from bottleneck_oracle.analysis.report import cause_text, finding_to_dict
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.executor import executor_of
@@ -32,12 +32,9 @@ def hang_report(dumps: Path, settings: Settings, *, prefix: str | None = None,
     out = {"dumps": str(dumps), **verdict.to_json()}
     if traces is not None:
         out["profiled_from"] = str(traces)
-        out["profiled"] = last_profiled(open_trace(traces, settings).analysis, _ranks_to_show(verdict))
+        shown = verdict.culprit_ranks or verdict.waiting_ranks
+        out["profiled"] = last_profiled(open_trace(traces, settings).analysis, shown)
     return out
-
-
-def _ranks_to_show(v: HangVerdict) -> tuple[int, ...]:
-    return v.culprit_ranks or v.waiting_ranks
 
 
 def last_profiled(a: Analysis, ranks: Sequence[int]) -> list[dict[str, Any]]:
