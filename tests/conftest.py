@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("ORACLE_SHARED", REPO.parent / "shared"))
 REAL = SHARED / "traces" / "real"
 WILD = SHARED / "traces" / "wild"  # public GPU traces of other projects, some with TraceLens's own answers
+STRAGGLERS = SHARED / "traces" / "stragglers"  # a paper's pipeline jobs (op tables) with its published results
 DATA = REPO / "tests" / "data"  # small real captures kept with the tests
 NEO4J_URI = os.environ.get("NEO4J_URI", "")
 

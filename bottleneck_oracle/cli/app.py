@@ -23,6 +23,7 @@ from bottleneck_oracle.cli.record import (
 )
 from bottleneck_oracle.cli.scan import scan_command
 from bottleneck_oracle.cli.serve import serve_command
+from bottleneck_oracle.cli.stragglers import stragglers_command
 from bottleneck_oracle.cli.whatif import optimize_command, whatif_command
 from bottleneck_oracle.errors import OracleError
 
@@ -48,6 +49,7 @@ app.command("whatif")(whatif_command)
 app.command("optimize")(optimize_command)
 app.command("diff")(diff_command)
 app.command("hang")(hang_command)
+app.command("stragglers")(stragglers_command)
 app.command("ask")(ask_command)
 app.command("chat")(chat_command)
 app.command("mcp")(mcp_command)

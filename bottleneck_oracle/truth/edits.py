@@ -13,6 +13,8 @@ trace's DAG (``whatif/``), ``oracle synth --whatif`` re-simulates the job with i
     data_parallel=D [global_batch]     D data-parallel replicas (per-rank batch kept, or the global one)
     microbatches=K [same_microbatch]   K micro-batches a step (global batch kept, or each micro-batch's)
     remove_injection=I         injected fault I gone (a recorded job's truth)
+    move_layer A->B layers=L   one of the L layers each stage holds moved from stage A to B (op tables)
+    even_microbatches          every micro-batch of equal work (op tables of pipeline jobs)
 
 A SELECTOR is ``key=value`` tokens: ``kind=kernel``, ``name=REGEX``, ``op=gemm`` (an op class or a
 collective kind), ``rank=0,1``, ``stream=7``, ``step=3``; a bare word is ``op=``. The older forms
@@ -58,6 +60,8 @@ class EditKind(StrEnum):
     DATA_PARALLEL = "data_parallel"
     MICROBATCHES = "microbatches"
     REMOVE_INJECTION = "remove_injection"
+    MOVE_LAYER = "move_layer"
+    EVEN_MICROBATCHES = "even_microbatches"
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +122,8 @@ class Edit:
         factor: SCALE: how many times faster (> 0).
         ms: SET: the time each selected node takes.
         category: FIX: a bottleneck category.
-        value: the data-parallel degree, the micro-batch count, or the injection index.
+        value: the data-parallel degree, the micro-batch count, the injection index, or layers per stage.
+        stages: MOVE_LAYER's (from, to).
         keep_global_batch: DATA_PARALLEL: divide the per-rank batch so the global batch stays
             (default: keep the per-rank batch); MICROBATCHES: keep the global batch by shrinking
             each micro-batch (the default) or keep each micro-batch's size.
@@ -131,6 +136,7 @@ class Edit:
     category: str = ""
     value: int = 0
     keep_global_batch: bool | None = None
+    stages: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", EditKind(self.kind))
@@ -153,6 +159,10 @@ class Edit:
             raise ConfigError(f"edit {kind}: give a whole number >= 1, got {self.value}")
         if kind == EditKind.REMOVE_INJECTION and self.value < 0:
             raise ConfigError(f"edit {kind}: the injection index must be >= 0, got {self.value}")
+        object.__setattr__(self, "stages", tuple(self.stages))
+        if kind == EditKind.MOVE_LAYER and (len(set(self.stages)) != 2 or len(self.stages) != 2 or self.value < 2):
+            raise ConfigError(f"edit {kind}: give two different stages and the layers each holds (>= 2), "
+                              f"e.g. move_layer 3->0 layers=8")
 
     @property
     def global_batch_kept(self) -> bool:
@@ -191,7 +201,8 @@ class Edit:
 
 
 _SYNTAX = ("scale SELECTOR xK | remove SELECTOR | set SELECTOR MS | fix CATEGORY [step=N] | overlap | "
-           "data_parallel=D [global_batch] | microbatches=K [same_microbatch] | remove_injection=I "
+           "data_parallel=D [global_batch] | microbatches=K [same_microbatch] | remove_injection=I | "
+           "move_layer A->B layers=L | even_microbatches "
            "(SELECTOR: kind=, name=, op=, rank=, stream=, step=)")
 _LEGACY = re.compile(r"(?P<kind>collective_faster|kernel_faster):(?P<target>[a-z]+)(?:=(?P<k>[0-9.]+)x?)?")
 _NUMBERED = re.compile(r"(?P<kind>data_parallel|microbatches|remove_injection)(?:=(?P<n>\S+))?")
@@ -224,6 +235,13 @@ def parse_edit(text: str) -> Edit:
             raise ConfigError(f"edit {text!r}: unexpected {' '.join(rest)!r}; expected {_SYNTAX}")
         keep = flags[rest[0]] if rest else None
         return Edit(kind, value=value, keep_global_batch=keep)
+    if head in ("move_layer", "even_microbatches"):
+        if head == "even_microbatches" and not rest:
+            return Edit(EditKind.EVEN_MICROBATCHES)
+        if not (move := re.fullmatch(r"move_layer (\d+)->(\d+) layers=(\d+)", source)):
+            raise ConfigError(f"edit {text!r}: expected move_layer A->B layers=L (the layers each stage holds) "
+                              f"or even_microbatches")
+        return Edit(EditKind.MOVE_LAYER, value=int(move[3]), stages=(int(move[1]), int(move[2])))
     if head == "overlap":
         if rest not in ([], ["comm", "with", "compute"]):
             raise ConfigError(f"edit {text!r}: expected 'overlap' or 'overlap comm with compute'")
@@ -294,8 +312,10 @@ def format_edit(edit: Edit) -> str:
         return f"set {select} {edit.ms:g}"
     if edit.kind == EditKind.FIX:
         return f"fix {edit.category}" + (f" {select}" if select else "")
-    if edit.kind == EditKind.OVERLAP:
-        return "overlap"
+    if edit.kind in (EditKind.OVERLAP, EditKind.EVEN_MICROBATCHES):
+        return str(edit.kind)
+    if edit.kind == EditKind.MOVE_LAYER:
+        return f"move_layer {edit.stages[0]}->{edit.stages[1]} layers={edit.value}"
     flag = {(EditKind.DATA_PARALLEL, True): " global_batch", (EditKind.MICROBATCHES, False): " same_microbatch"}
     return f"{edit.kind}={edit.value}" + flag.get((edit.kind, edit.keep_global_batch), "")
 
@@ -322,8 +342,10 @@ def edit_to_json(edit: Edit) -> dict[str, object]:
         out["ms"] = edit.ms
     if edit.kind == EditKind.FIX:
         out["category"] = edit.category
-    if edit.kind in (EditKind.DATA_PARALLEL, EditKind.MICROBATCHES, EditKind.REMOVE_INJECTION):
+    if edit.kind in (EditKind.DATA_PARALLEL, EditKind.MICROBATCHES, EditKind.REMOVE_INJECTION, EditKind.MOVE_LAYER):
         out["value"] = edit.value
+    if edit.stages:
+        out["stages"] = list(edit.stages)
     if edit.kind in (EditKind.DATA_PARALLEL, EditKind.MICROBATCHES):
         out["keep_global_batch"] = edit.global_batch_kept
     return out
@@ -346,10 +368,10 @@ def edit_from_json(data: Mapping[str, object]) -> Edit:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"edit {dict(data)!r}: select must be an object")
     select = Selector(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})  # type: ignore[arg-type]
-    keep = data.get("keep_global_batch")
-    return Edit(edit_kind, select, factor=float(data.get("factor", 1.0)),  # type: ignore[arg-type]
-                ms=float(data.get("ms", 0.0)), category=str(data.get("category", "")),  # type: ignore[arg-type]
-                value=int(data.get("value", 0)), keep_global_batch=None if keep is None else bool(keep))  # type: ignore[arg-type]
+    keep, get = data.get("keep_global_batch"), data.get
+    return Edit(edit_kind, select, factor=float(get("factor", 1.0)), ms=float(get("ms", 0.0)),  # type: ignore[arg-type]
+                category=str(get("category", "")), value=int(get("value", 0)),  # type: ignore[call-overload]
+                keep_global_batch=None if keep is None else bool(keep), stages=tuple(get("stages") or ()))  # type: ignore[arg-type]
 
 
 def fixed_injections(injections: Sequence[Injection], edit: Edit) -> tuple[Injection, ...]:

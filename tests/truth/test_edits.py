@@ -118,3 +118,17 @@ def test_step_rows_keep_steps_of_either_side_with_null_where_missing(tmp_path: P
     write_whatif(tmp_path, [{"edit": edit_to_json(Edit.data_parallel(4)), "step_ms": rows}])
     data = json.loads((tmp_path / WHATIF_NAME).read_text())
     assert data["edits"][0]["edit"]["value"] == 4 and data["edits"][0]["step_ms"][0][3] is None
+
+
+def test_pipeline_edits_read_back_and_refuse_what_they_cannot_mean() -> None:
+    from bottleneck_oracle.truth.edits import EditKind, edit_from_json, edit_to_json, format_edit, parse_edit
+
+    move = parse_edit("move_layer  3->0 layers=8")
+    assert (move.kind, move.stages, move.value) == (EditKind.MOVE_LAYER, (3, 0), 8)
+    even = parse_edit("even_microbatches")
+    for edit in (move, even):
+        assert parse_edit(format_edit(edit)) == edit == edit_from_json(edit_to_json(edit))
+    assert edit_to_json(move)["stages"] == [3, 0]
+    for bad in ("move_layer 3->3 layers=8", "move_layer 3->0 layers=1", "move_layer 3 0", "even_microbatches x2"):
+        with pytest.raises(ConfigError):
+            parse_edit(bad)
