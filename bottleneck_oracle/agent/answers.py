@@ -1,7 +1,8 @@
 """The offline planner's answers, in the answer contract (``agent/reply.py``): the templates of
 ``prompts/answers.yaml`` filled with the values the tools returned, as they returned them, so every
-number in an answer is one a tool gave. This module answers why a step is slow and what to change;
-``answers_describe.py`` the questions that describe a trace."""
+number in an answer is one a tool gave. This module answers why a step is slow and what to change (and why a job
+hangs); ``answers_describe.py`` the questions that describe a trace, ``answers_stragglers.py`` those about a
+pipeline job's stragglers."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from bottleneck_oracle.agent.answer_text import (
 )
 from bottleneck_oracle.agent.intents import Slots
 from bottleneck_oracle.agent.planner import Result, edit_for
+from bottleneck_oracle.agent.answers_stragglers import stragglers_reply
 from bottleneck_oracle.agent.reply import Evidence, Reply
 from bottleneck_oracle.prompts import load_yaml
 
@@ -269,6 +271,8 @@ def write_reply(intent: str, slots: Slots, results: list[Result], trace: str | N
         reply = _seen(results)
     elif intent == "hang" and (h := result_of(results, "hang_report")) is not None:
         reply = _hang(h)
+    elif intent == "stragglers" and (p := result_of(results, "straggler_report")) is not None:
+        reply = stragglers_reply(p, slots)
     elif (asked := answer_question(intent, results, slots.category, edit_for(slots) is None)) is not None:
         reply = asked  # the questions asked next (answers_questions.py)
     else:

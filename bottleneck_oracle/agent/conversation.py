@@ -120,15 +120,19 @@ class Conversation:
         llm: ``offline`` or ``openai:MODEL``.
         base_url: an OpenAI-compatible server.
         session: a name to keep the conversation under (SQLite in the workspace); None: in memory.
+        dumps: a hung job's Flight Recorder dumps (``oracle ask --dumps``).
+        pipeline: a pipeline job's op table (``oracle ask --pipeline``); with no trace and no dumps, questions
+            about stragglers, a rank or the job's slowness are about it.
     """
 
     def __init__(self, settings: Settings, *, trace: str | None = None, llm: str = DEFAULT_LLM,
                  base_url: str | None = None, session: str | None = None, model: Any = None,
-                 stage: Callable[[str], None] | None = None) -> None:
+                 stage: Callable[[str], None] | None = None, dumps: str | None = None,
+                 pipeline: str | None = None) -> None:
         from langgraph.checkpoint.memory import InMemorySaver
 
         self.settings, self.llm = settings, llm
-        self.context = ToolContext(settings, trace=trace, stage=stage)
+        self.context = ToolContext(settings, trace=trace, dumps=dumps, pipeline=pipeline, stage=stage)
         self.tools = make_tools(self.context)
         self._connection: sqlite3.Connection | None = None
         if session:
@@ -140,7 +144,9 @@ class Conversation:
         else:
             checkpointer = InMemorySaver()
         self.thread = session or uuid.uuid4().hex
-        self.agent = build_agent(model or chat_model(llm, base_url=base_url), self.tools, checkpointer)
+        only_pipeline = pipeline is not None and trace is None and dumps is None
+        model = model or chat_model(llm, base_url=base_url, pipeline_job=only_pipeline)
+        self.agent = build_agent(model, self.tools, checkpointer)
 
     def history(self) -> list[tuple[str, str]]:
         """The (question, answer) pairs of this conversation so far."""

@@ -17,7 +17,7 @@ import numpy as np
 from bottleneck_oracle.graphdb.embedding import Embedder, cached_embed
 from bottleneck_oracle.prompts import load_yaml
 
-__all__ = ["INTENTS", "Intent", "Slots", "classify", "embedder", "read_slots"]
+__all__ = ["INTENTS", "ON_PIPELINE", "Intent", "Slots", "classify", "embedder", "read_slots"]
 
 VOTES = 5  # nearest examples that vote
 NEAR = 0.9  # at least this similar to an example, a question takes its intent
@@ -40,7 +40,12 @@ def _examples() -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
 
 INTENTS = ("why_slow", "straggler", "critical_path", "compare_steps", "compare_ranks", "compare_runs", "whatif", "optimize",
            "seen_before", "list_steps", "gpu_busy", "list_traces", "cypher", "step_time", "top_ops", "job_bound",
-           "rank_like_peers", "whatif_run", "slowest_step", "explain_category", "hang", "out_of_scope")
+           "rank_like_peers", "whatif_run", "slowest_step", "explain_category", "hang", "stragglers", "out_of_scope")
+
+# asked with a pipeline job's op table alone (``oracle ask --pipeline``), these can only mean the job's
+# straggler analysis: "what if rank 37 were healthy?" is rank_like_peers on a trace, stragglers on an op table
+ON_PIPELINE = frozenset({"straggler", "rank_like_peers", "whatif", "whatif_run", "why_slow", "optimize", "job_bound",
+                         "compare_ranks", "hang", "stragglers"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +94,21 @@ _SLOWER_WORDS = re.compile(r"\btwice as (?:slow|long)\b|\bhalf as fast\b|\bhalf 
 _SLOWER = re.compile(r"\bslower\b|\bslow(?:s|ed)? down\b|\bdegraded\b", re.I)
 _FASTER = re.compile(r"\bfaster\b|\bquicker\b|\bspeed ?up\b|\bhalved\b|\bhalf the time\b", re.I)
 _REMOVE = re.compile(r"\b(removed?|eliminated?|gone|without|no time|took nothing|skipped?|dropped?)\b", re.I)
-_FIX = re.compile(r"\b(fix(ed)?|solved?|resolved?|cured?|went away|disappeared)\b", re.I)
+_FIX = re.compile(r"\b(fix(ed)?|solved?|resolved?|cured?|went away|disappeared|healthy)\b", re.I)
 _DP = re.compile(r"(\d+)\s*(?:data[- ]?parallel|dp\b|replicas|ranks\b|gpus\b)", re.I)
 _MICRO = re.compile(r"(\d+)\s*micro-?batch", re.I)
+# a pipeline job's what-ifs (``oracle stragglers --whatif``): a layer moved between stages, the layers each
+# stage holds, equal work per micro-batch; and a question weighing a bad worker against the stage split
+_MOVE = re.compile(r"move_layer\s+(\d+)\s*->\s*(\d+)"
+                   r"|\bstage\s*(\d+)\s*(?:->|→|to|onto|into)\s*(?:stage\s*)?(\d+)", re.I)
+_LAYERS = re.compile(r"\blayers\s*=\s*(\d+)|(\d+)\s+layers\s+(?:per|a|each|in each|on each|in every)\s+stage"
+                     r"|\b(?:each|every)\s+stage\s+(?:holds|has|having|with|of)\s+(\d+)\s+layers"
+                     r"|stages\s+of\s+(\d+)\s+layers", re.I)
+_EVEN = re.compile(r"even_microbatches|\b(?:even|equal|balanced|same[- ]sized?|uniform)\s+(?:micro-?batch|work|token"
+                   r"|sequence)|\bpack(?:ed|ing)?\s+(?:the\s+)?sequences|micro-?batch\w*\s+(?:were|was|are|is)\s+"
+                   r"(?:even|equal|balanced)", re.I)
+_NODE = re.compile(r"\b(?:node|machine|host|gpu|worker|rank|hardware|server)s?\b", re.I)
+_SPLIT = re.compile(r"\b(?:split|stages?|balanc\w*|imbalance|unbalanced|partition\w*|layers?|micro-?batch\w*)\b", re.I)
 _OP_NAME = re.compile(r"\b[\w.]+::[\w.]+\b|'([^']{2,80})'|\"([^\"]{2,80})\"")
 # what a question may name as the thing to change: (pattern, selector of the edit language)
 TARGETS: tuple[tuple[str, str], ...] = (
@@ -128,6 +145,10 @@ class Slots:
     data_parallel: int | None = None
     microbatches: int | None = None
     names: tuple[str, ...] = field(default=())
+    stage_move: tuple[int, int] | None = None  # a layer moved from the first stage to the second
+    layers: int | None = None  # the layers each pipeline stage holds
+    even_work: bool = False  # every micro-batch the same work
+    either: bool = False  # weighs a bad worker against the pipeline split ("one bad node or the split?")
 
     @property
     def step(self) -> int | None:
@@ -160,6 +181,8 @@ def read_slots(question: str) -> Slots:
     category = next((c for p, c in CATEGORY_WORDS if re.search(p, words, re.I)), None)
     names = tuple(m.group(1) or m.group(2) or m.group(0) for m in _OP_NAME.finditer(q))
     dp, micro = _DP.search(q), _MICRO.search(q)
+    move = _MOVE.search(q) if re.search(r"\blayers?\b|move_layer", q, re.I) else None
+    held = _LAYERS.search(q)
     return Slots(
         steps=_ordered_unique([s for _, s in sorted(steps)]),
         ranks=_ordered_unique([r for _, r in sorted([(m.start(), int(m.group(1))) for m in _RANK.finditer(q)]
@@ -167,5 +190,7 @@ def read_slots(question: str) -> Slots:
                                                        for k in (1, 2)])]),
         factor=factor, target=target, category=category, removal=bool(_REMOVE.search(q)), fix=bool(_FIX.search(q)),
         data_parallel=int(dp.group(1)) if dp else None, microbatches=int(micro.group(1)) if micro else None,
-        names=names,
+        names=names, stage_move=tuple(int(g) for g in move.groups() if g) if move else None,  # type: ignore[arg-type]
+        layers=int(next(g for g in held.groups() if g)) if held else None, even_work=bool(_EVEN.search(q)),
+        either=bool(re.search(r"\bor\b", q, re.I) and _NODE.search(q) and _SPLIT.search(q)),
     )

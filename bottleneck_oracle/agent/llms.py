@@ -17,10 +17,12 @@ DEFAULT_LLM = "offline"
 
 
 def chat_model(spec: str = DEFAULT_LLM, *, base_url: str | None = None, api_key: str | None = None,
-               timeout: float = 60.0, max_retries: int = 2, streaming: bool = True) -> BaseChatModel:
+               timeout: float = 60.0, max_retries: int = 2, streaming: bool = True,
+               pipeline_job: bool = False) -> BaseChatModel:
     """The chat model ``spec`` names.
 
     Args:
+        pipeline_job: the offline planner reads questions as about a pipeline job's op table (no trace).
         base_url: an OpenAI-compatible server's ``/v1`` URL; with it no key is needed.
         timeout: seconds one request may take before it fails.
         max_retries: retries of a failed request (a 429 or 5xx waits as the server says).
@@ -29,7 +31,7 @@ def chat_model(spec: str = DEFAULT_LLM, *, base_url: str | None = None, api_key:
         ConfigError: an unknown spec, or ``openai:`` without a key and without a base URL.
     """
     if spec == "offline":
-        return OfflinePlanner()
+        return OfflinePlanner(pipeline_job=pipeline_job)
     kind, _, model = spec.partition(":")
     if kind != "openai" or not model:
         raise ConfigError(f"--llm {spec!r}: expected 'offline' or 'openai:MODEL' (with --base-url for a "

@@ -18,11 +18,10 @@ from langchain_core.tools import BaseTool
 
 from bottleneck_oracle.agent.answers import missing_tools, write_reply
 from bottleneck_oracle.agent.context import REPAIR_NAME, context_of, recent, resolve
-from bottleneck_oracle.agent.intents import classify, read_slots
+from bottleneck_oracle.agent.intents import ON_PIPELINE, classify, read_slots
 from bottleneck_oracle.agent.planner import Result, next_calls
 
 __all__ = ["OfflinePlanner", "REPAIR_NAME", "turn"]
-
 
 
 def turn(messages: Sequence[BaseMessage]) -> tuple[str, list[BaseMessage]]:
@@ -51,7 +50,11 @@ def turn_results(after: Sequence[BaseMessage]) -> list[Result]:
 
 
 class OfflinePlanner(BaseChatModel):
-    """A chat model that plans tool calls by intent and answers from templates."""
+    """A chat model that plans tool calls by intent and answers from templates. ``pipeline_job``: the
+    conversation is about a pipeline job's op table and no trace, so a question about stragglers, a rank's
+    what-if or the job's slowness is its straggler analysis (``intents.ON_PIPELINE``)."""
+
+    pipeline_job: bool = False
 
     @property
     def _llm_type(self) -> str:
@@ -69,6 +72,8 @@ class OfflinePlanner(BaseChatModel):
         # the earlier turns' step, rank, cause and edit resolve "it", "that", "and on rank 1?"
         context = context_of(recent(messages[:len(messages) - len(after) - 1]) if question else [])
         intent, slots = resolve(question, intent, read_slots(question), context)
+        if self.pipeline_job and intent in ON_PIPELINE:
+            intent = "stragglers"
         results = turn_results(after)
         available = set(kwargs.get("tool_names") or ())
         calls = next_calls(intent, slots, question, results)

@@ -15,7 +15,7 @@ from bottleneck_oracle.agent.intents import Slots, embedder
 from bottleneck_oracle.graphdb.embedding import cached_embed
 from bottleneck_oracle.prompts import load_yaml
 
-__all__ = ["Call", "Result", "edit_for", "next_calls"]
+__all__ = ["Call", "Result", "edit_for", "next_calls", "pipeline_edits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +61,22 @@ def edit_for(slots: Slots) -> str | None:
     if slots.target:
         return f"scale {slots.target} x{slots.factor or 2:g}"
     return None
+
+
+def pipeline_edits(slots: Slots) -> list[str]:
+    """The what-ifs a question about a pipeline job asks, each an edit of ``oracle stragglers --whatif``: the
+    ranks it names healthy, no stragglers at all, a layer moved between stages (only with the layers each
+    stage holds: the edit needs them), equal work per micro-batch."""
+    edits = []
+    if slots.ranks:
+        edits.append("fix straggler_rank rank=" + ",".join(map(str, slots.ranks)))
+    elif slots.category == "straggler_rank" and (slots.removal or slots.fix):
+        edits.append("fix straggler_rank")
+    if slots.stage_move is not None and slots.layers:
+        edits.append(f"move_layer {slots.stage_move[0]}->{slots.stage_move[1]} layers={slots.layers}")
+    if slots.even_work:
+        edits.append("even_microbatches")
+    return edits
 
 
 @functools.cache
@@ -188,6 +204,9 @@ def next_calls(intent: str, slots: Slots, question: str, results: list[Result]) 
         return None if done else [Call("list_traces", {})]
     if intent == "hang":
         return None if done else [Call("hang_report", {})]
+    if intent == "stragglers":
+        edits = pipeline_edits(slots)
+        return None if done else [Call("straggler_report", {"whatif": edits} if edits else {})]
     if intent == "cypher":
         return None if done else [cypher_call(question, slots)]
     return None

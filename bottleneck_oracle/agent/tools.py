@@ -27,11 +27,13 @@ from bottleneck_oracle.workspace import steps as step_questions
 from bottleneck_oracle.workspace.diff import diff_traces
 from bottleneck_oracle.workspace.hang import hang_report
 from bottleneck_oracle.workspace.loaded import LoadedTrace, loaded_trace
+from bottleneck_oracle.workspace.stragglers import straggler_report
 from bottleneck_oracle.workspace.whatif import model_is_scored, optimize_trace, whatif_trace
 
 __all__ = ["TOOL_NAMES", "ToolContext", "args_key", "make_tools"]
 
 MAX_RESULT_CHARS = 12_000  # what one tool result may put into the model's context
+TOP_WORKERS = 8  # workers and DP ranks a straggler report keeps for the model, slowest first
 
 
 @dataclass
@@ -42,6 +44,7 @@ class ToolContext:
     settings: Settings
     trace: str | None = None
     dumps: str | None = None  # a folder of Flight Recorder dumps, for questions about a hang
+    pipeline: str | None = None  # a pipeline job's op table, for questions about its stragglers
     stage: Callable[[str], None] | None = None
     timings: list[tuple[str, str, float]] = field(default_factory=list, repr=False)  # (tool, args JSON, ms)
     _store: GraphStore | None = field(default=None, repr=False)
@@ -133,6 +136,17 @@ class _HangArgs(BaseModel):
                                                  "in its last profiled step (a path, id or name).")
 
 
+class _StragglerArgs(BaseModel):
+    pipeline: str | None = Field(None, description="The pipeline job's op table: a .parquet or .csv file, or a "
+                                                   "folder holding one and its meta.yaml (default: the one the "
+                                                   "conversation was given).")
+    whatif: list[str] = Field(default_factory=list, max_length=8, description=(
+        "Edits to predict, each ranked by its saving: 'fix straggler_rank rank=37' (that worker healthy), "
+        "'fix straggler_rank' (no stragglers at all), 'move_layer 3->0 layers=L' (a layer of stage 3 moved to "
+        "stage 0; only when the user gives L, the layers each stage holds), 'even_microbatches' (equal work per "
+        "micro-batch); edits joined by ';' replay together."))
+
+
 class _NoArgs(BaseModel):
     pass
 
@@ -202,6 +216,19 @@ def _whatif_summary(p: Any) -> dict[str, Any]:
             "best_ms": p.best_ms, "gain_ms": p.gain_ms, "why": p.why, "assumptions": list(p.assumptions),
             "moved": {k: v[:5] if isinstance(v, list) else v for k, v in moved.items()},
             **p.interval_json()}
+
+
+def _pipeline_brief(report: dict[str, Any], path: str) -> dict[str, Any]:
+    """``oracle stragglers --json`` for the model: the path asked about first, the per-step tables and the heatmap
+    left out, the workers and DP ranks cut to the slowest few (``KEY_omitted`` says how many went)."""
+    out = {"pipeline": path}
+    out |= {k: v for k, v in report.items() if k not in ("step_slowdown", "step_times_s", "heatmap")}
+    for key in ("by_worker", "by_dp_rank"):
+        items = list(report[key].items())
+        out[key] = dict(items[:TOP_WORKERS])
+        if len(items) > TOP_WORKERS:
+            out[f"{key}_omitted"] = len(items) - TOP_WORKERS
+    return out
 
 
 def make_tools(ctx: ToolContext) -> list[BaseTool]:
@@ -290,6 +317,13 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
             raise ConfigError("no Flight Recorder dumps given: pass their folder (oracle ask --dumps DIR)")
         return hang_report(Path(folder), ctx.settings, traces=traces)
 
+    def pipeline_job(pipeline: str | None = None, whatif: list[str] | None = None) -> dict[str, Any]:
+        path = pipeline or ctx.pipeline
+        if path is None:
+            raise ConfigError("no pipeline job given: pass --pipeline PATH (its op table, .parquet or .csv, with "
+                              "its meta.yaml)")
+        return _pipeline_brief(straggler_report(Path(path), ctx.settings, edits=whatif or ()), path)
+
     specs: list[tuple[str, Callable[..., Any], type[BaseModel], str]] = [
         ("list_traces", traces_, _NoArgs, "The traces loaded in the graph database: id, name, ranks, steps."),
         ("list_steps", steps_, _TraceArg, "Every step of a trace with its wall time and GPU busy/idle, the median "
@@ -336,6 +370,11 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
                                          "collective it is stuck in, the ranks waiting in it, the culprit ranks "
                                          "and why (never entered, a mismatched call, no dump), the first "
                                          "divergence, each rank's line of code, and what to look at next."),
+        ("straggler_report", pipeline_job, _StragglerArgs,
+         "Who holds a pipeline-parallel job back, from its op table: the cause (slow_worker, stage_imbalance, "
+         "uneven_microbatches, unexplained, none) with a headline, the slowdown S against the ideal step, the "
+         "attribution by DP rank, stage, op type and worker, the shares of the gap (M_W one worker, M_S the last "
+         "stage), the fixes with predicted step times and intervals, and each what-if asked."),
         ("cypher", cypher, _CypherArgs, "One read-only Cypher query over the graph (labels Trace, Rank, Step, Op, "
                                         "Collective, Finding, Playbook); writes are refused; rows are limited."),
     ]
@@ -346,5 +385,5 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
 TOOL_NAMES = ("list_traces", "list_steps", "explain_step", "critical_subgraph", "compare_steps", "compare_ranks",
               "compare_runs",
               "stragglers", "similar_findings", "whatif", "optimize", "playbook_search", "job_bound", "top_ops",
-              "rank_like_peers", "whatif_run", "hang_report", "cypher")
+              "rank_like_peers", "whatif_run", "hang_report", "straggler_report", "cypher")
 

@@ -265,7 +265,7 @@ def _parallelize(rank: int, config: CaptureConfig) -> tuple[nn.Module, ForwardBa
         ddp = DistributedDataParallel(gpt)
         return ddp, partial(_ddp_forward_backward, ddp), rank
     layout = Layout(rank, config.pipeline, config.ranks // config.pipeline)
-    stage = PipelineStep.build(gpt, layout, config.microbatches)
+    stage = PipelineStep.build(gpt, layout, config.microbatches, config.stage_layers)
     return stage.model, stage, layout.replica
 
 
@@ -306,6 +306,9 @@ def run_rank(rank: int, config: CaptureConfig, init_method: str, out_dir: Path, 
         out_dir: where the traces go (`rank{r}.pt.trace.json.gz`, maybe `rank{r}.et.json.gz`).
         work_dir: scratch folder for the result file and checkpoints.
     """
+    if config.pin_cpus:  # before gloo starts its threads: they inherit the mask
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
     timeout = timedelta(seconds=config.timeout_s)

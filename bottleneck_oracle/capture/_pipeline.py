@@ -66,24 +66,29 @@ class Layout:
 
 
 class GPTStage(nn.Module):
-    """One stage's share of a ``GPT``: a contiguous run of its blocks, split as evenly as possible.
+    """One stage's share of a ``GPT``: a contiguous run of its blocks, as evenly as possible or as asked.
 
     The first stage also owns the embeddings, the last the final norm, the head and the loss.
 
     Args:
         gpt (nn.Module): the whole model (a ``_gpt.GPT``), built the same on every rank.
         layout (Layout): which stage to keep.
+        stage_layers (tuple[int, ...]): blocks per stage, first stage first (``CaptureConfig`` checks
+            them); empty: an even split. (default: ``()``)
 
     Shapes:
         first stage: tokens int64[batch, seq]; others: activations float32[batch, seq, d_model].
         returns activations float32[batch, seq, d_model], or the scalar loss on the last stage.
     """
 
-    def __init__(self, gpt: Any, layout: Layout) -> None:
+    def __init__(self, gpt: Any, layout: Layout, stage_layers: tuple[int, ...] = ()) -> None:
         super().__init__()
         self.width = int(gpt.tok_emb.embedding_dim)
         layers = len(gpt.blocks)
-        bounds = [round(s * layers / layout.stages) for s in range(layout.stages + 1)]
+        if stage_layers:
+            bounds = [sum(stage_layers[:s]) for s in range(layout.stages + 1)]
+        else:
+            bounds = [round(s * layers / layout.stages) for s in range(layout.stages + 1)]
         self.blocks = nn.ModuleList(gpt.blocks[bounds[layout.stage] : bounds[layout.stage + 1]])
         self.embed = nn.ModuleDict({"tok": gpt.tok_emb, "pos": gpt.pos_emb}) if layout.is_first else None
         self.output = nn.ModuleDict({"ln_f": gpt.ln_f, "head": gpt.head}) if layout.is_last else None
@@ -143,12 +148,13 @@ class PipelineStep:
         self.next = None if layout.is_last else layout.rank + 1
 
     @classmethod
-    def build(cls, gpt: Any, layout: Layout, microbatches: int) -> PipelineStep:
-        """Split ``gpt`` and make the replica groups; every rank must call it, in the same order."""
+    def build(cls, gpt: Any, layout: Layout, microbatches: int, stage_layers: tuple[int, ...] = ()) -> PipelineStep:
+        """Split ``gpt`` (``stage_layers`` blocks per stage, or evenly) and make the replica groups; every
+        rank must call it, in the same order."""
         group = None
         if layout.replicas > 1:  # every rank creates every group, in the same order
             group = [dist.new_group(layout.stage_ranks(s)) for s in range(layout.stages)][layout.stage]
-        return cls(GPTStage(gpt, layout), layout, microbatches, group)
+        return cls(GPTStage(gpt, layout, stage_layers), layout, microbatches, group)
 
     def __call__(self, tokens: torch.Tensor, targets: torch.Tensor, actions: dict[str, float]) -> float:
         count = self.microbatches

@@ -49,8 +49,13 @@ class CaptureConfig:
             1F1B with send/recv, and `ranks` must be stages × data-parallel replicas.
         microbatches: micro-batches per step with a pipeline (each `batch_size / microbatches`
             sequences); must be 1 without one.
+        stage_layers: blocks each pipeline stage holds, first stage first (e.g. `(1, 3)` for an
+            unbalanced pipeline); one entry per stage, each >= 1, summing to `layers`. Empty: the
+            blocks are split as evenly as possible.
         execution_trace: also record each rank's execution trace over the recorded steps. Off by
             default: it slows the recorded steps (CPU ops by about 10% to 80%) and reading them.
+        pin_cpus: pin rank r (and every thread it starts) to this machine's CPU r mod their count, as
+            each rank owns its device in a real job; a rank left free borrows an idle neighbour's core.
     """
 
     ranks: int = 2
@@ -69,10 +74,13 @@ class CaptureConfig:
     timeout_s: float = 300.0
     pipeline: int = 1
     microbatches: int = 1
+    stage_layers: tuple[int, ...] = ()
     execution_trace: bool = False
+    pin_cpus: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "injections", tuple(self.injections))
+        object.__setattr__(self, "stage_layers", tuple(self.stage_layers))  # a list when read from JSON
         positive = ("ranks", "steps", "layers", "d_model", "heads", "seq_len", "batch_size", "vocab",
                     "pipeline", "microbatches")
         for name in (*positive, "timeout_s"):
@@ -100,6 +108,20 @@ class CaptureConfig:
         if self.batch_size % self.microbatches:
             raise ConfigError(f"capture config: microbatches ({self.microbatches}) must divide "
                               f"batch_size ({self.batch_size})")
+        self._check_stage_layers()
+
+    def _check_stage_layers(self) -> None:
+        split = self.stage_layers
+        if not split:
+            return
+        if len(split) != self.pipeline:
+            raise ConfigError(f"capture config: stage_layers {list(split)} has {len(split)} entries for "
+                              f"{self.pipeline} pipeline stages")
+        if any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in split):
+            raise ConfigError(f"capture config: stage_layers {list(split)}: every stage needs at least 1 layer")
+        if sum(split) != self.layers:
+            raise ConfigError(f"capture config: stage_layers {list(split)} sum to {sum(split)}, "
+                              f"not the {self.layers} layers")
 
     def _check_injection(self, injection: Injection) -> None:
         if injection.category not in CATEGORIES:

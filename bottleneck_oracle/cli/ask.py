@@ -9,7 +9,6 @@ from rich.markup import escape
 
 from bottleneck_oracle.cli._render import print_json, stderr, stdout
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.errors import OracleError
 
 if TYPE_CHECKING:
     from bottleneck_oracle.agent.conversation import Answer
@@ -19,6 +18,8 @@ __all__ = ["ask_command", "chat_command"]
 _TRACE = typer.Option("--trace", help="The trace: a path (ingested the first time), an id or a name; "
                                       "default: the newest loaded.")
 _DUMPS = typer.Option("--dumps", help="A folder of Flight Recorder dumps of a hung job, for questions about the hang.")
+_PIPELINE = typer.Option("--pipeline", help="A pipeline-parallel job's op table (.parquet or .csv, or a folder holding "
+                                            "one and its meta.yaml), for questions about its stragglers.")
 _LLM = typer.Option("--llm", help="'offline' (the default planner, no network) or 'openai:MODEL'.")
 _BASE_URL = typer.Option("--base-url", help="An OpenAI-compatible server (vLLM, Ollama, llama.cpp): its /v1 URL.")
 _SESSION = typer.Option("--session", help="Keep the conversation under this name in the workspace and resume it "
@@ -53,6 +54,7 @@ def ask_command(
     question: Annotated[str, typer.Argument(help="The question, e.g. 'Why is step 3 slow?'.")],
     trace: Annotated[Optional[str], _TRACE] = None,
     dumps: Annotated[Optional[str], _DUMPS] = None,
+    pipeline: Annotated[Optional[str], _PIPELINE] = None,
     llm: Annotated[str, _LLM] = "offline",
     base_url: Annotated[Optional[str], _BASE_URL] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
@@ -69,15 +71,13 @@ def ask_command(
 
     settings = Settings.from_env()
     stage = None if as_json else (lambda what: stderr().print(f"[dim]{escape(what)}...[/]", highlight=False))
-    with Conversation(settings, trace=trace, llm=llm, base_url=base_url, session=session,
-                      stage=stage) as conversation:
-        conversation.context.dumps = dumps
-        if dumps is None or trace is not None:
-            try:
-                conversation.context.resolve()  # a trace that is not there fails here, in one line (exit 2)
-            except OracleError:
-                if trace is not None or classify(question).name != "hang":
-                    raise  # a question about a hang needs no trace: its answer says to pass --dumps
+    with Conversation(settings, trace=trace, llm=llm, base_url=base_url, session=session, stage=stage,
+                      dumps=dumps, pipeline=pipeline) as conversation:
+        # a trace that is not there fails here, in one line (exit 2); a question about a hung job or a pipeline
+        # job needs none (and no graph database): without its dumps or op table, its answer says what to pass
+        if trace is not None or (dumps is None and pipeline is None
+                                 and classify(question).name not in ("hang", "stragglers")):
+            conversation.context.resolve()
         answer = conversation.ask(question, None if as_json else _progress)
     if as_json:
         print_json(answer.to_json())

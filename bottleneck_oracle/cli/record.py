@@ -36,9 +36,14 @@ def capture_command(
         help="Pipeline stages, trained 1F1B with send/recv; ranks = stages x data-parallel replicas.")] = 1,
     microbatches: Annotated[Optional[int], typer.Option(
         help="Micro-batches per step with --pipeline (default 4); each gets batch-size/M sequences.")] = None,
+    stage_layers: Annotated[Optional[str], typer.Option(
+        help="Blocks per pipeline stage, first stage first, e.g. 1,3 (an unbalanced pipeline); they must sum "
+             "to --layers. Default: an even split.")] = None,
     whatif: Annotated[Optional[list[str]], typer.Option(
         help="Re-capture with one change, repeatable: remove_injection[=I], 'fix CATEGORY', microbatches=K, "
              "data_parallel=D; true step times go to whatif.json.")] = None,
+    pin_cpus: Annotated[bool, typer.Option(
+        "--pin-cpus", help="Pin rank r to CPU r mod the CPU count, as each rank owns its device in a job.")] = False,
 ) -> None:
     """Train a small GPT with DDP (or pipeline stages) under torch.profiler and write one trace per rank."""
     from bottleneck_oracle.capture.capture import capture
@@ -48,6 +53,7 @@ def capture_command(
     config = CaptureConfig(ranks=ranks, steps=steps, layers=layers, d_model=d_model, seq_len=seq_len,
                            batch_size=batch_size, seed=seed, pipeline=pipeline,
                            microbatches=microbatches if microbatches is not None else (4 if pipeline > 1 else 1),
+                           stage_layers=_stage_layers(stage_layers), pin_cpus=pin_cpus,
                            injections=tuple(parse_injection(t) for t in inject or ()))
     edits = [parse_edit(text) for text in whatif or ()]
     for edit in edits:
@@ -62,6 +68,16 @@ def capture_command(
     _print_truth(console, manifest.ground_truth, measured=False)
     for text, result in zip(whatif or (), results):
         console.print(f"  what if {text}: {result.speedup():.2f}x the speed (traces in {out_dir / result.folder})")
+
+
+def _stage_layers(text: str | None) -> tuple[int, ...]:
+    """``--stage-layers 1,3`` as ``(1, 3)``; the config checks the counts against the stages and layers."""
+    if not text:
+        return ()
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise ConfigError(f"--stage-layers {text!r}: give whole numbers separated by commas, e.g. 1,3") from None
 
 
 def synth_command(

@@ -4,7 +4,8 @@
   (what if rank 37 were healthy); with no rank, every op at its type's typical time (no stragglers at all);
 - ``scale``/``set``/``remove`` with ``rank=``, ``step=`` and ``name=`` (a regular expression on the op
   type, e.g. ``name=backward-compute``);
-- ``move_layer A->B layers=L``: stage A's computes lose one of their L layers' share, stage B's gain one;
+- ``move_layer A->B layers=L[,M]``: stage A's computes lose one of their L layers' share, stage B's gain one of
+  its M (default L);
 - ``even_microbatches``: every compute at its stage's typical time.
 Several edits apply in order, each on the op times the previous one left.
 """
@@ -23,7 +24,7 @@ from bottleneck_oracle.traces.op_table import COMPUTE, OPTYPES
 from bottleneck_oracle.truth.edits import Edit, EditKind, format_edit
 from bottleneck_oracle.vocabulary import Bottleneck
 
-__all__ = ["PipelineWhatIf", "pipeline_whatif"]
+__all__ = ["PipelineWhatIf", "pipeline_whatif", "recorded_ranks"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,25 @@ class PipelineWhatIf:
         return self.before.mean_ns - self.after.mean_ns
 
 
+def recorded_ranks(a: StragglerAnalysis, edit: Edit) -> list[int]:
+    """The recorded workers of the edit's ranks: a rank the table does not record stands for the recorded first
+    rank of its tensor/sequence-parallel group (the study records rank 36 of AR's group 36..39).
+
+    Raises:
+        ConfigError: a rank outside every recorded worker's group.
+    """
+    layout, known = a.graph.table.layout, np.unique(a.graph.table.rank)
+    group = layout.tp * layout.dsp
+    out = []
+    for rank in edit.select.ranks:
+        first = known[np.searchsorted(known, rank, side="right") - 1] if rank >= known[0] else -1
+        if first < 0 or rank >= first + group:
+            raise ConfigError(f"edit {format_edit(edit)}: rank {rank} records no ops; the table's workers are "
+                              f"ranks {', '.join(map(str, known[:12]))}{' ...' if len(known) > 12 else ''}")
+        out.append(int(first))
+    return out
+
+
 def _selected(a: StragglerAnalysis, edit: Edit) -> np.ndarray:
     g, sel = a.graph, edit.select
     if sel.kind or sel.op or sel.streams:
@@ -48,12 +68,7 @@ def _selected(a: StragglerAnalysis, edit: Edit) -> np.ndarray:
                           f"pattern such as name=backward-compute), not kind=, op= or stream=")
     picked = np.ones(g.instances, dtype=bool)
     if sel.ranks:
-        known = np.unique(g.table.rank)
-        unknown = sorted(set(sel.ranks) - set(known.tolist()))
-        if unknown:
-            raise ConfigError(f"edit {format_edit(edit)}: rank {unknown[0]} records no ops; the table's workers are "
-                              f"ranks {', '.join(map(str, known[:12]))}{' ...' if len(known) > 12 else ''}")
-        picked &= np.isin(g.column(g.table.rank), sel.ranks)
+        picked &= np.isin(g.column(g.table.rank), recorded_ranks(a, edit))
     if sel.steps:
         missing = sorted(set(sel.steps) - set(g.steps.tolist()))
         if missing:
@@ -75,24 +90,30 @@ def _apply(a: StragglerAnalysis, edit: Edit, own: np.ndarray, ideal: np.ndarray)
             raise ConfigError(f"edit {format_edit(edit)}: on a pipeline job only 'fix straggler_rank' applies")
         if not edit.select.ranks:  # no stragglers anywhere: the study's ideal
             return np.where(_selected(a, edit), ideal, own), "every op at its type's typical time (the ideal)"
-        return np.where(_selected(a, edit), peer_own(g, g.recorded_transfers()), own), \
-            "a healthy worker runs each op as its stage's peers do (their median)"
+        ranks = recorded_ranks(a, edit)
+        workers = np.isin(g.column(g.table.rank), ranks)  # no measure of health in any step
+        stands = [f"rank {r} as its group's recorded rank {f}" for r, f in zip(edit.select.ranks, ranks) if r != f]
+        return np.where(_selected(a, edit), peer_own(g, g.recorded_transfers(), workers), own), \
+            "a healthy worker runs each op as the other workers of its stage do (their median)" + \
+            (f"; {', '.join(stands)} (one rank of each tensor/sequence-parallel group is recorded)" if stands else "")
     if edit.kind in (EditKind.SCALE, EditKind.SET, EditKind.REMOVE):
         picked = _selected(a, edit)
         new = {EditKind.SCALE: np.rint(own / edit.factor), EditKind.SET: np.full(len(own), round(edit.ms * 1e6)),
                EditKind.REMOVE: np.zeros(len(own))}[edit.kind].astype(np.int64)
         return np.where(picked, new, own), "communication ops change by their transfer, waits replay"
     if edit.kind == EditKind.MOVE_LAYER:
-        source, target = edit.stages
+        source, target = edit.stages[:2]
+        held = (edit.value, *edit.stages[2:], edit.value)[1]  # the target's layers: given, else as the source's
         pp = g.table.layout.pp
         if max(source, target) >= pp:
             raise ConfigError(f"edit {format_edit(edit)}: the job has stages 0..{pp - 1}")
         stage, comp = g.column(g.table.stage), np.isin(g.column(g.table.optype), COMPUTE)
         factor = np.ones(len(own))
         factor[comp & (stage == source)] = (edit.value - 1) / edit.value
-        factor[comp & (stage == target)] = (edit.value + 1) / edit.value
+        factor[comp & (stage == target)] = (held + 1) / held
         return np.rint(own * factor).astype(np.int64), \
-            f"every layer of a stage costs 1/{edit.value} of its computes; the loss and embeddings stay"
+            f"a layer costs 1/{edit.value} of stage {source}'s computes and 1/{held} of stage {target}'s; the loss " \
+            f"and embeddings stay"
     if edit.kind == EditKind.EVEN_MICROBATCHES:
         return even_work(g, own), "each compute takes its stage's mean for its kind (equal tokens per micro-batch)"
     raise ConfigError(f"edit {format_edit(edit)}: not an edit of a pipeline job's op times; use fix straggler_rank, "

@@ -1,11 +1,12 @@
 """What holds a pipeline job back, in words, and what to do about it, each fix with its predicted step time.
 
-The cause follows the shares of ``job/stragglers.py``: a few workers whose return to typical closes most of
-the gap (``slow_worker``); else the larger of a stage whose return to typical closes it
-(``stage_imbalance``) and computes at their stage's typical time closing it (``uneven_microbatches``: micro-batches
-and replicas of unequal work, as uneven sequence lengths make them); ``none`` when the job runs within
-``QUIET`` of its ideal. Every prediction is a replay of the job's own steps; its interval is the 95%
-interval of the mean over those steps widened by the replay's residual on the recorded job.
+The cause follows the shares of ``job/stragglers.py``: a few workers whose return to typical closes half
+the gap (``slow_worker``); else the larger of a stage whose return to typical (``stage_imbalance``) and every
+compute at its stage's typical time (``uneven_microbatches``: micro-batches and replicas of unequal work, as
+uneven sequence lengths make them) closing a third of it; ``none`` when the job runs within ``QUIET`` of its
+ideal. A cause is named only when its fix saves more than the steps' noise. Every prediction is a replay of
+the job's own steps; its interval is the 95% interval of the mean over those steps widened by the replay's
+residual on the recorded job.
 """
 
 from __future__ import annotations
@@ -81,10 +82,16 @@ def _fixes(a: StragglerAnalysis) -> list[Fix]:
     ]
     out = []
     for action, cause, share, extra in candidates:
-        run = a.healthy_workers if cause == "slow_worker" else share.without  # a healthy worker does its stage's work
+        # a healthy worker does its stage's work; moved layers leave the job's work as it was
+        run = {"slow_worker": a.healthy_workers, "stage_imbalance": a.balanced_stages}.get(cause, share.without)
         out.append(Fix(action, cause, run.mean_ns, interval_ns(run, residual), base - run.mean_ns,
                        (base - run.mean_ns) / max(base - a.ideal.mean_ns, 1.0), **extra))
     return out
+
+
+def _clear(fix: Fix, a: StragglerAnalysis) -> bool:
+    """Whether ``fix`` saves more than the steps' noise: its whole interval below the recorded mean step."""
+    return fix.interval_ns[1] < a.no_gaps.mean_ns
 
 
 def straggler_verdict(a: StragglerAnalysis) -> StragglerVerdict:
@@ -101,7 +108,8 @@ def straggler_verdict(a: StragglerAnalysis) -> StragglerVerdict:
     fixes: tuple[Fix, ...]
     workers = _workers(a)
     gap_pct = (s - 1) * 100
-    if a.worker_share.removed >= NAMES_CAUSE:
+    # a worker is slow against the other replicas of its stage: with one replica it is the stage
+    if a.graph.table.layout.dp > 1 and a.worker_share.removed >= NAMES_CAUSE and _clear(every["slow_worker"], a):
         cause = "slow_worker"
         head = (f"{'One slow worker' if len(workers) == 1 else f'{len(workers)} slow workers'} "
                 f"hold{'s' if len(workers) == 1 else ''} the job back: {_names(workers)}; healthy, "
@@ -110,22 +118,24 @@ def straggler_verdict(a: StragglerAnalysis) -> StragglerVerdict:
         secondary = ""
     else:
         stage, work = a.worst_stage_share.removed, a.work_share.removed
-        ranked = sorted([("stage_imbalance", stage), ("uneven_microbatches", work)], key=lambda kv: -kv[1])
-        cause = ranked[0][0] if ranked[0][1] >= SECONDARY else "unexplained"
-        secondary = ranked[1][0] if cause != "unexplained" and ranked[1][1] >= SECONDARY else ""
+        ranked = [c for c, share in sorted([("stage_imbalance", stage), ("uneven_microbatches", work)],
+                                           key=lambda kv: -kv[1]) if share >= SECONDARY and _clear(every[c], a)]
+        cause, secondary = (ranked + [""])[:2] if ranked else ("unexplained", "")
         head = {
             "stage_imbalance": f"Stage {a.worst_stage} is the long stage: the pipeline split is unbalanced "
                                f"and every other stage waits for it; balanced, a step would take "
-                               f"{ms(a.worst_stage_share.without.mean_ns)} instead of {ms(a.no_gaps.mean_ns)} "
+                               f"{ms(a.balanced_stages.mean_ns)} instead of {ms(a.no_gaps.mean_ns)} "
                                f"(S = {s:.3f}).",
             "uneven_microbatches": f"Uneven work across micro-batches and replicas (as uneven sequence lengths "
                                    f"make it) slows the job {gap_pct:.0f}%; with equal work a step would take "
                                    f"{ms(a.work_share.without.mean_ns)} instead of {ms(a.no_gaps.mean_ns)} "
                                    f"(S = {s:.3f}).",
             "unexplained": f"The job runs {gap_pct:.0f}% slower than its ideal (S = {s:.3f}), but no worker, "
-                           f"stage or micro-batch pattern explains most of it; op type "
+                           f"stage or micro-batch pattern explains most of it beyond the steps' noise; op type "
                            f"{next(iter(a.by_op_type))} leads the attribution.",
         }[cause]
+    if a.graph.table.layout.dp == 1:
+        every.pop("slow_worker")  # no replica to compare a worker with
     if cause == "unexplained":  # each a partial answer: all of them, the largest saving first
         fixes = tuple(sorted(every.values(), key=lambda f: -f.saving_ns))
     else:  # the others overlap the cause (a slow worker also makes its stage and its replica uneven)

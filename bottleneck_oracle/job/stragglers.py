@@ -25,8 +25,8 @@ from bottleneck_oracle.executor import Executor, LocalExecutor
 from bottleneck_oracle.graph.pipeline import JobGraph
 from bottleneck_oracle.traces.op_table import COMPUTE, OPCODE, OPTYPES
 
-__all__ = ["Replayed", "Share", "StragglerAnalysis", "analyze_stragglers", "attribute", "even_work", "op_type_names",
-           "peer_own", "typical_own", "WORKER_FRACTION"]
+__all__ = ["Replayed", "Share", "StragglerAnalysis", "analyze_stragglers", "attribute", "balance_stages", "even_work",
+           "op_type_names", "peer_own", "typical_own", "WORKER_FRACTION"]
 
 WORKER_FRACTION = 0.03  # the share of workers M_W puts back to typical (the study's 3%, at least one)
 STANDS_OUT = 0.5  # a culprit's excess score is at least half the worst one's
@@ -74,6 +74,7 @@ class StragglerAnalysis:
     worst_workers: tuple[tuple[int, int], ...]  # the ones M_W puts back to typical
     culprits: tuple[tuple[int, int], ...]  # of those, the ones that stand out: the fix names them
     healthy_workers: Replayed  # the job with the culprits at their stage peers' times: the fix's prediction
+    balanced_stages: Replayed  # the job with its stages' work evened out: the stage fix's prediction
     worker_share: Share
     stage_share: Share
     worst_stage: int
@@ -111,16 +112,34 @@ def typical_own(g: JobGraph, recorded_own: np.ndarray) -> np.ndarray:
     return np.rint(typical[code]).astype(np.int64)
 
 
-def peer_own(g: JobGraph, recorded_own: np.ndarray) -> np.ndarray:
-    """int64[I] every instance's own time as its stage's peers run it: the median of the stage's ops of its type
-    (a healthy worker does its stage's work; the global typical would move work between stages)."""
+def peer_own(g: JobGraph, recorded_own: np.ndarray, healed: np.ndarray) -> np.ndarray:
+    """int64[I] every instance's own time as the other workers of its stage run it: the median of the stage's
+    ops of its type on workers outside ``healed`` (bool[I]; all of them when the whole stage is healed). A healthy
+    worker does its stage's work (the global typical would move work between stages), and the workers being
+    healed are no measure of health (with two replicas a median would be half theirs)."""
     key = g.column(g.table.stage).astype(np.int64) * len(OPTYPES) + g.column(g.table.optype)
     out = np.empty(g.instances, dtype=np.int64)
     order = np.argsort(key, kind="stable")
-    bounds = np.flatnonzero(np.diff(key[order])) + 1
-    for part in np.split(order, bounds):
-        out[part] = np.rint(np.median(recorded_own[part]))
+    for part in np.split(order, np.flatnonzero(np.diff(key[order])) + 1):
+        peers = part[~healed[part]]
+        out[part] = np.rint(np.median(recorded_own[peers if len(peers) else part]))
     return out
+
+
+def balance_stages(g: JobGraph, recorded_own: np.ndarray) -> np.ndarray:
+    """int64[I] own times with the work moved between stages until each does the same: every compute scaled by
+    the mean of its kind over all stages over the mean on its stage (the variation within a stage kept)."""
+    code, stage = g.column(g.table.optype), g.column(g.table.stage)
+    out = recorded_own.astype(np.float64)
+    for kind in COMPUTE:
+        mine = code == kind
+        if not mine.any():
+            continue
+        overall = recorded_own[mine].mean()
+        for s in np.unique(stage[mine]):
+            here = mine & (stage == s)
+            out[here] *= overall / max(recorded_own[here].mean(), 1.0)
+    return np.rint(out).astype(np.int64)
 
 
 def _run(g: JobGraph, own: np.ndarray) -> Replayed:
@@ -208,7 +227,7 @@ def analyze_stragglers(g: JobGraph, executor: Executor | None = None) -> Straggl
     # 3% of a large job is many workers, most of them tied near 1 behind the few that stand out
     culprits = tuple(w for w in worst if by_worker[w] - 1 >= STANDS_OUT * (by_worker[worst[0]] - 1))
     picked_workers, culprit_ops = _of_workers(dp, stage, worst), _of_workers(dp, stage, culprits)
-    healthy = _run(g, np.where(culprit_ops, peer_own(g, recorded_own), recorded_own))
+    healthy = _run(g, np.where(culprit_ops, peer_own(g, recorded_own, culprit_ops), recorded_own))
     worst_stage = int(next(iter(by_stage)))
     shares = [_share(g, picked, recorded_own, target, ideal_own, no_gaps, ideal) for picked, target in (
         (picked_workers, ideal_own), (stage == layout.pp - 1, ideal_own), (stage == worst_stage, ideal_own),
@@ -216,6 +235,6 @@ def analyze_stragglers(g: JobGraph, executor: Executor | None = None) -> Straggl
     return StragglerAnalysis(
         graph=g, recorded=Replayed(g.recorded_step_ns()), replayed=replayed, no_gaps=no_gaps, ideal=ideal,
         by_dp_rank=by_dp, by_stage=by_stage, by_op_type=by_type, by_worker=by_worker, worst_workers=worst,
-        culprits=culprits, healthy_workers=healthy,
+        culprits=culprits, healthy_workers=healthy, balanced_stages=_run(g, balance_stages(g, recorded_own)),
         worker_share=shares[0], stage_share=shares[1], worst_stage=worst_stage, worst_stage_share=shares[2],
         work_share=shares[3], step_by_dp_rank=step_by_dp)

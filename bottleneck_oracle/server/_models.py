@@ -15,7 +15,7 @@ from bottleneck_oracle.workspace.timeline import DEFAULT_MAX_EVENTS
 
 __all__ = [
     "AskIn", "DiffOut", "ErrorOut", "ExplainOut", "FindingsOut", "HealthOut", "OptimizeIn", "OptimizeOut", "StepsOut",
-    "TimelineOut", "TraceOneOut", "TracesOut", "WhatIfIn", "WhatIfOut", "MAX_EVENTS_LIMIT",
+    "StragglersOut", "TimelineOut", "TraceOneOut", "TracesOut", "WhatIfIn", "WhatIfOut", "MAX_EVENTS_LIMIT",
 ]
 
 MAX_EVENTS_LIMIT = 10 * DEFAULT_MAX_EVENTS
@@ -191,6 +191,29 @@ class HangOut(_Open):
     missing_dumps: list[int]
     explanation: list[str]
     next_steps: list[str]
+
+
+class StragglersOut(_Open):
+    """Who holds a pipeline job back, as ``oracle stragglers --json`` prints it (times in seconds)."""
+
+    cause: Literal["slow_worker", "stage_imbalance", "uneven_microbatches", "unexplained", "none"]
+    headline: str
+    explanation: list[str]
+    slowdown: float = Field(description="S: the mean step (launch gaps removed) over the ideal step")
+    step_time_s: dict[str, float] = Field(description="recorded, no_launch_gaps, ideal, replayed")
+    by_dp_rank: dict[str, float]
+    by_stage: dict[str, float]
+    by_op_type: dict[str, float]
+    by_worker: dict[str, dict[str, Any]] = Field(description="rank → dp_rank, stage, slowdown; slowest first")
+    worker_share: float = Field(description="M_W: the gap's share the slowest workers, healthy, close")
+    stage_share: float = Field(description="M_S: the gap's share the last stage, balanced, closes")
+    work_share: float
+    worst_stage: int
+    fixes: list[dict[str, Any]] = Field(description="action, cause, predicted_step_s, interval_s, saving_s, "
+                                                    "saving_pct, source; the cause's first")
+    whatif: list[dict[str, Any]] = Field(description="each edit asked: predicted_step_s, interval_s, saving_s")
+    heatmap: dict[str, Any] = Field(description="values[dp_rank][stage]: each worker's slowdown")
+    job: dict[str, Any]
 
 
 class DiffOut(_Open):

@@ -14,31 +14,36 @@ from python_multipart.multipart import MultipartParseError, MultipartParser, par
 
 from bottleneck_oracle.errors import ConfigError
 
-__all__ = ["TRACE_SUFFIXES", "Upload", "check_name", "receive_upload"]
+__all__ = ["OP_TABLE_SUFFIXES", "TRACE_SUFFIXES", "Upload", "check_name", "receive_upload"]
 
 FILES_FIELD = "files"
 NAME_FIELD = "name"
 _SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 TRACE_SUFFIXES = (".json", ".json.gz")
-_MAX_NAME_BYTES = 1024
+OP_TABLE_SUFFIXES = (".parquet", ".csv", ".yaml")  # a pipeline job's op table and its meta.yaml
+_MAX_NAME_BYTES = 1024  # the most one text field may hold
+_MAX_VALUES = 32  # the most text fields one body may send
 
 
 @dataclass
 class Upload:
-    """What a body held: the files written (in the order sent) and the ``name`` field."""
+    """What a body held: the files written (in the order sent), the ``name`` field and the other text fields
+    the route takes (each field's values in the order sent)."""
 
     files: list[Path] = field(default_factory=list)
     name: str | None = None
+    fields: dict[str, list[str]] = field(default_factory=dict)
 
 
 class _Receiver:
     """The multipart parser's callbacks: headers of each part, then its bytes to a file or a field."""
 
-    def __init__(self, folder: Path, suffixes: tuple[str, ...]) -> None:
-        self.folder, self.upload, self.suffixes = folder, Upload(), suffixes
+    def __init__(self, folder: Path, suffixes: tuple[str, ...], fields: tuple[str, ...] = ()) -> None:
+        self.folder, self.upload, self.suffixes, self.fields = folder, Upload(), suffixes, fields
         self._header, self._value, self._headers = b"", b"", {}  # type: ignore[var-annotated]
         self._out: BinaryIO | None = None
         self._field: bytearray | None = None
+        self._field_name, self._values = NAME_FIELD, 0
 
     def on_part_begin(self) -> None:
         self._headers = {}
@@ -60,11 +65,15 @@ class _Receiver:
         if name == FILES_FIELD and filename is not None:
             self._out = _open_file(self.folder, Path(filename.decode("utf-8", "replace")).name, self.upload,
                                    self.suffixes)
-        elif name == NAME_FIELD and filename is None:
-            self._field = bytearray()
+        elif name in (NAME_FIELD, *self.fields) and filename is None:
+            self._values += 1
+            if self._values > _MAX_VALUES:
+                raise ConfigError(f"upload: more than {_MAX_VALUES} text fields")
+            self._field, self._field_name = bytearray(), name
         else:
-            raise ConfigError(f"upload: unexpected part {name!r}; send the trace files under {FILES_FIELD!r} "
-                              f"and an optional {NAME_FIELD!r}")
+            optional = ", ".join(repr(f) for f in (NAME_FIELD, *self.fields))
+            raise ConfigError(f"upload: unexpected part {name!r}; send the files under {FILES_FIELD!r} and the "
+                              f"optional {optional}")
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
         if self._out is not None:
@@ -72,14 +81,18 @@ class _Receiver:
         elif self._field is not None:
             self._field += data[start:end]
             if len(self._field) > _MAX_NAME_BYTES:
-                raise ConfigError(f"upload: the {NAME_FIELD!r} field is over {_MAX_NAME_BYTES} bytes")
+                raise ConfigError(f"upload: the {self._field_name!r} field is over {_MAX_NAME_BYTES} bytes")
 
     def on_part_end(self) -> None:
         if self._out is not None:
             self._out.close()
             self._out = None
         elif self._field is not None:
-            self.upload.name = self._field.decode("utf-8", "replace").strip() or None
+            value = self._field.decode("utf-8", "replace").strip()
+            if self._field_name == NAME_FIELD:
+                self.upload.name = value or None
+            elif value:
+                self.upload.fields.setdefault(self._field_name, []).append(value)
             self._field = None
 
     def close(self) -> None:
@@ -89,7 +102,8 @@ class _Receiver:
 
 def _open_file(folder: Path, filename: str, upload: Upload, suffixes: tuple[str, ...]) -> BinaryIO:
     if not _SAFE.fullmatch(filename) or not filename.endswith(suffixes):
-        like = "rank0.json or rank0.json.gz" if suffixes == TRACE_SUFFIXES else "nccl_trace_rank_0"
+        like = {TRACE_SUFFIXES: "rank0.json or rank0.json.gz", OP_TABLE_SUFFIXES: "trace.parquet, trace.csv or "
+                "meta.yaml"}.get(suffixes, "nccl_trace_rank_0")
         raise ConfigError(f"upload: file {filename!r}: expected a file named like {like} "
                           "(letters, digits, '.', '_', '-')")
     path = folder / filename
@@ -112,9 +126,11 @@ def check_name(name: str) -> str:
 
 
 async def receive_upload(content_type: str | None, chunks: AsyncIterator[bytes], folder: Path,
-                         limit_bytes: int, suffixes: tuple[str, ...] = TRACE_SUFFIXES) -> Upload:
+                         limit_bytes: int, suffixes: tuple[str, ...] = TRACE_SUFFIXES,
+                         fields: tuple[str, ...] = ()) -> Upload:
     """Writes the files of a multipart body into ``folder`` as its bytes arrive (``suffixes``: the endings a
-    file name may have; ``("",)`` takes any, as Flight Recorder dumps have none).
+    file name may have; ``("",)`` takes any, as Flight Recorder dumps have none; ``fields``: the text fields
+    taken beside ``name``, each up to 1 KiB, 32 in all).
 
     Raises:
         HTTPException: 413, the body passes ``limit_bytes``. ConfigError: not multipart, a part other than
@@ -123,7 +139,7 @@ async def receive_upload(content_type: str | None, chunks: AsyncIterator[bytes],
     kind, options = parse_options_header(content_type)
     if kind != b"multipart/form-data" or b"boundary" not in options:
         raise ConfigError(f"upload: expected a multipart/form-data body with the trace files under {FILES_FIELD!r}")
-    receiver = _Receiver(folder, suffixes)
+    receiver = _Receiver(folder, suffixes, fields)
     callbacks = {name: getattr(receiver, name) for name in (
         "on_part_begin", "on_header_field", "on_header_value", "on_header_end", "on_headers_finished",
         "on_part_data", "on_part_end")}

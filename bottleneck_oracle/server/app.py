@@ -31,17 +31,19 @@ from starlette.routing import Match
 
 from bottleneck_oracle import __version__
 from bottleneck_oracle.config import Settings
-from bottleneck_oracle.errors import GraphStoreError, ModelError, NotFoundError, OracleError, one_line
+from bottleneck_oracle.errors import ConfigError, GraphStoreError, ModelError, NotFoundError, OracleError, one_line
 from bottleneck_oracle.graphdb import GraphStore, TraceSummary, list_traces, open_store
 from bottleneck_oracle.server import _models as m
 from bottleneck_oracle.server._events import ask_events
-from bottleneck_oracle.server._upload import check_name, receive_upload
+from bottleneck_oracle.server._upload import OP_TABLE_SUFFIXES, Upload, check_name, receive_upload
+from bottleneck_oracle.traces.op_table import JobLayout, read_layout
 from bottleneck_oracle.workspace.diff import diff_traces
 from bottleneck_oracle.workspace.findings import trace_findings
 from bottleneck_oracle.workspace.hang import hang_report
 from bottleneck_oracle.workspace.ingest import ingest
 from bottleneck_oracle.workspace.loaded import LoadedTrace, loaded_trace
 from bottleneck_oracle.workspace.steps import explain_step, list_steps, step_rows
+from bottleneck_oracle.workspace.stragglers import straggler_report
 from bottleneck_oracle.workspace.timeline import DEFAULT_MAX_EVENTS, trace_timeline, whatif_paths
 from bottleneck_oracle.workspace.traces import TraceEntry, find_entry
 from bottleneck_oracle.workspace.whatif import optimize_trace, whatif_trace
@@ -65,6 +67,18 @@ _HANG_BODY = {"requestBody": {"required": True, "content": {"multipart/form-data
     "type": "object", "required": ["files"], "properties": {
         "files": {"type": "array", "items": {"type": "string", "format": "binary"},
                   "description": "one Flight Recorder dump per rank (nccl_trace_rank_0, ...)"}}}}}}}
+_SIZES = ("dp", "pp", "tp", "dsp", "vpp")  # a pipeline job's layout, as `oracle stragglers --dp --pp ...` takes it
+_MAX_WORKERS = 2**20  # recorded workers (dp x pp) an uploaded layout may name
+_MAX_WHATIFS = 16
+_STRAGGLERS_BODY = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": ["files"], "properties": {
+        "files": {"type": "array", "items": {"type": "string", "format": "binary"},
+                  "description": "the job's op table (trace.parquet or trace.csv) and, unless dp and pp are "
+                                 "given, its meta.yaml"},
+        **{k: {"type": "integer", "minimum": 1, "description": f"{k} size (default: meta.yaml)"} for k in _SIZES},
+        "whatif": {"type": "array", "items": {"type": "string"}, "maxItems": _MAX_WHATIFS,
+                   "description": "edits to predict: 'fix straggler_rank rank=37', 'move_layer 3->0 layers=8', "
+                                  "'even_microbatches', ..."}}}}}}}
 _SSE_DATA = {"tool": ["name", "args"], "tool_done": ["name", "ms", "ok"], "error": ["detail"],
              "answer": ["question", "answer", "answered", "cause", "tool_calls", "grounded", "verdict", "evidence",
                         "action", "confidence", "check"]}
@@ -133,6 +147,53 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def internal(request: Request, e: Exception) -> Response:
         logger.exception("internal error on %s %s", request.method, request.url.path)
         return _error(500, f"internal error: {type(e).__name__}: {one_line(e)}")
+
+
+def _layout(fields: dict[str, list[str]], name: str) -> JobLayout | None:
+    """The layout the form fields give (dp and pp both, tp, dsp and vpp optional), or None: the uploaded meta.yaml's.
+
+    Raises:
+        ConfigError: a size sent twice or not a positive integer, or only one of dp and pp.
+    """
+    sizes = {}
+    for key in _SIZES:
+        values = fields.get(key, [])
+        if len(values) > 1:
+            raise ConfigError(f"upload: field {key!r} sent {len(values)} times")
+        if values and not (values[0].isdigit() and 0 < int(values[0]) < 2**31):
+            raise ConfigError(f"upload: field {key!r}: expected a positive integer, got {values[0][:32]!r}")
+        if values:
+            sizes[key] = int(values[0])
+    if not sizes:
+        return None
+    if "dp" not in sizes or "pp" not in sizes:
+        raise ConfigError("upload: give both 'dp' and 'pp' (or neither, to read the uploaded meta.yaml)")
+    return JobLayout(**sizes, name=name)
+
+
+def _pipeline_report(folder: Path, got: Upload, settings: Settings) -> dict[str, Any]:
+    """``oracle stragglers --json`` of the op table uploaded into ``folder``, its layout from the form or its
+    meta.yaml; errors name the files sent, not where the server keeps them.
+
+    Raises:
+        ConfigError, TraceFormatError: a bad layout, table or edit (400).
+    """
+    edits = got.fields.get("whatif", [])
+    try:
+        if len(edits) > _MAX_WHATIFS:
+            raise ConfigError(f"upload: {len(edits)} whatif edits; send at most {_MAX_WHATIFS}")
+        table = next((f.stem for f in got.files if f.suffix in (".parquet", ".csv")), "job")
+        layout = _layout(got.fields, got.name or table)
+        if layout is None and not (folder / "meta.yaml").is_file():
+            raise ConfigError("upload: send the op table's meta.yaml with it, or its layout in the dp and pp fields")
+        layout = layout or read_layout(folder / "meta.yaml")
+        if layout.dp * layout.pp > _MAX_WORKERS:
+            raise ConfigError(f"upload: dp {layout.dp} x pp {layout.pp} recorded workers; at most {_MAX_WORKERS}")
+        report = straggler_report(folder, settings, layout=layout, edits=edits)
+    except OracleError as e:
+        raise type(e)(one_line(e).replace(f"{folder}/", "").replace(str(folder), "the upload")) from None
+    report["job"]["source"] = Path(report["job"]["source"]).name
+    return report
 
 
 def _store(request: Request) -> GraphStore:
@@ -239,6 +300,19 @@ def _api(settings: Settings, token: str | None, limit_bytes: int) -> APIRouter:
             await receive_upload(request.headers.get("content-type"), request.stream(), folder, limit_bytes,
                                  suffixes=("",))
             return _json(await run_in_threadpool(hang_report, folder, settings))
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+
+    @api.post("/stragglers", openapi_extra=_STRAGGLERS_BODY,
+              responses={200: {"model": m.StragglersOut}, **_errors(413)})
+    async def stragglers(request: Request) -> Response:
+        # the op table is kept under the workspace, as uploaded traces and dumps are
+        folder = Path(settings.home) / UPLOADS / f"stragglers-{uuid.uuid4().hex}"
+        try:
+            got = await receive_upload(request.headers.get("content-type"), request.stream(), folder, limit_bytes,
+                                       suffixes=OP_TABLE_SUFFIXES, fields=(*_SIZES, "whatif"))
+            return _json(await run_in_threadpool(_pipeline_report, folder, got, settings))
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise

@@ -17,7 +17,7 @@ import yaml
 
 from bottleneck_oracle.errors import ConfigError, TraceFormatError
 
-__all__ = ["OPTYPES", "COMPUTE", "JobLayout", "OpTable", "read_op_table", "read_layout"]
+__all__ = ["OPTYPES", "COMPUTE", "JobLayout", "OpTable", "op_table_from_arrow", "read_op_table", "read_layout"]
 
 # the operations a worker records, in the study's names (index = the code stored in ``OpTable.optype``)
 OPTYPES = (
@@ -189,7 +189,18 @@ def read_op_table(path: Path | str, layout: JobLayout | None = None) -> OpTable:
         if not meta.exists():
             raise ConfigError(f"{file}: no meta.yaml beside it; give the layout (--dp and --pp)")
         layout = read_layout(meta)
-    table = _read_arrow(file)
+    return op_table_from_arrow(_read_arrow(file), layout, str(file))
+
+
+def op_table_from_arrow(table, layout: JobLayout, source: str) -> OpTable:  # type: ignore[no-untyped-def]
+    """The ``OpTable`` of a pyarrow table with the op table's columns (read from a file, or derived from
+    traces), checked as ``read_op_table`` checks a file; ``source`` names it in errors.
+
+    Raises:
+        TraceFormatError: a missing column, an unknown op type, a negative or non-finite time, a worker
+            outside the layout, or a worker of the layout with no rows.
+    """
+    file = Path(source)
     missing = [c for c in COLUMNS if c not in table.column_names]
     if missing:
         raise TraceFormatError(f"{file}: missing column(s) {', '.join(missing)}")
@@ -213,7 +224,7 @@ def read_op_table(path: Path | str, layout: JobLayout | None = None) -> OpTable:
         start_ns=np.rint(seconds["start_ts"] * 1e9).astype(np.int64),
         duration_ns=np.rint(seconds["duration"] * 1e9).astype(np.int64),
         seq_id=ints["seq_id"].astype(np.int32), mc=ints["mc"].astype(np.int32), gmc=ints["gmc"].astype(np.int32),
-        mb_id=ints["mb_id"].astype(np.int32), source=str(file))
+        mb_id=ints["mb_id"].astype(np.int32), source=source)
 
 
 def _check_workers(file: Path, layout: JobLayout, dp_rank: np.ndarray, stage: np.ndarray) -> None:
@@ -223,9 +234,10 @@ def _check_workers(file: Path, layout: JobLayout, dp_rank: np.ndarray, stage: np
         outside = values[(values < 0) | (values >= size)]
         if len(outside):
             raise TraceFormatError(f"{file}: {name} {outside[0]} is outside the layout ({flag} size {size})")
-    seen = np.zeros((layout.dp, layout.pp), dtype=bool)
-    seen[dp_rank, stage] = True
-    if not seen.all():
-        d, s = np.argwhere(~seen)[0]
-        raise TraceFormatError(f"{file}: worker dp_rank {d} stage {s} has no rows "
-                               f"({int((~seen).sum())} of {seen.size} workers of the layout have none)")
+    workers = layout.dp * layout.pp
+    seen = np.unique(dp_rank.astype(np.int64) * layout.pp + stage)  # no grid: a layout may claim millions
+    if len(seen) < workers:
+        first = int(np.flatnonzero(seen != np.arange(len(seen)))[0]) if (seen != np.arange(len(seen))).any() \
+            else len(seen)
+        raise TraceFormatError(f"{file}: worker dp_rank {first // layout.pp} stage {first % layout.pp} has no rows "
+                               f"({workers - len(seen)} of {workers} workers of the layout have none)")

@@ -13,7 +13,7 @@ trace's DAG (``whatif/``), ``oracle synth --whatif`` re-simulates the job with i
     data_parallel=D [global_batch]     D data-parallel replicas (per-rank batch kept, or the global one)
     microbatches=K [same_microbatch]   K micro-batches a step (global batch kept, or each micro-batch's)
     remove_injection=I         injected fault I gone (a recorded job's truth)
-    move_layer A->B layers=L   one of the L layers each stage holds moved from stage A to B (op tables)
+    move_layer A->B layers=L[,M]  a layer moved from stage A (holding L) to B (holding M, default L) (op tables)
     even_microbatches          every micro-batch of equal work (op tables of pipeline jobs)
 
 A SELECTOR is ``key=value`` tokens: ``kind=kernel``, ``name=REGEX``, ``op=gemm`` (an op class or a
@@ -35,10 +35,9 @@ from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.truth.injection import Injection
 from bottleneck_oracle.vocabulary import Bottleneck, KernelClass
 
-__all__ = [
-    "COLLECTIVES", "NODE_KINDS", "OP_CLASS_NAMES", "WHATIF_NAME", "Edit", "EditKind", "Selector", "edit_from_json",
-    "edit_to_json", "edit_type", "fixed_injections", "format_edit", "parse_edit", "step_rows", "write_whatif",
-]
+__all__ = ["COLLECTIVES", "NODE_KINDS", "OP_CLASS_NAMES", "WHATIF_NAME", "Edit", "EditKind", "Selector",
+           "edit_from_json", "edit_to_json", "edit_type", "fixed_injections", "format_edit", "parse_edit", "step_rows",
+           "write_whatif"]
 
 COLLECTIVES = ("allreduce", "reducescatter", "allgather", "sendrecv", "alltoall", "broadcast")
 # The op classes of graph/op_classes.py, named here so an edit is checked where it is parsed.
@@ -101,8 +100,7 @@ class Selector:
 
     def to_json(self) -> dict[str, object]:
         """The fields that are set."""
-        return {f.name: list(v) if isinstance(v, tuple) else v
-                for f in fields(self) if (v := getattr(self, f.name))}
+        return {f.name: list(v) if isinstance(v, tuple) else v for f in fields(self) if (v := getattr(self, f.name))}
 
     def __str__(self) -> str:
         parts = []
@@ -119,11 +117,10 @@ class Edit:
     Attributes:
         kind: what to change.
         select: the nodes of SCALE, REMOVE and SET (FIX: only ``steps`` and ``ranks`` are read).
-        factor: SCALE: how many times faster (> 0).
-        ms: SET: the time each selected node takes.
+        factor, ms: SCALE: how many times faster (> 0); SET: the time each selected node takes.
         category: FIX: a bottleneck category.
         value: the data-parallel degree, the micro-batch count, the injection index, or layers per stage.
-        stages: MOVE_LAYER's (from, to).
+        stages: MOVE_LAYER's (from, to[, layers the target holds]).
         keep_global_batch: DATA_PARALLEL: divide the per-rank batch so the global batch stays
             (default: keep the per-rank batch); MICROBATCHES: keep the global batch by shrinking
             each micro-batch (the default) or keep each micro-batch's size.
@@ -160,7 +157,8 @@ class Edit:
         if kind == EditKind.REMOVE_INJECTION and self.value < 0:
             raise ConfigError(f"edit {kind}: the injection index must be >= 0, got {self.value}")
         object.__setattr__(self, "stages", tuple(self.stages))
-        if kind == EditKind.MOVE_LAYER and (len(set(self.stages)) != 2 or len(self.stages) != 2 or self.value < 2):
+        if kind == EditKind.MOVE_LAYER and (len(self.stages) not in (2, 3) or self.stages[0] == self.stages[1]
+                                            or self.value < 2 or min(self.stages[2:] or (1,)) < 1):
             raise ConfigError(f"edit {kind}: give two different stages and the layers each holds (>= 2), "
                               f"e.g. move_layer 3->0 layers=8")
 
@@ -238,10 +236,10 @@ def parse_edit(text: str) -> Edit:
     if head in ("move_layer", "even_microbatches"):
         if head == "even_microbatches" and not rest:
             return Edit(EditKind.EVEN_MICROBATCHES)
-        if not (move := re.fullmatch(r"move_layer (\d+)->(\d+) layers=(\d+)", source)):
+        if not (move := re.fullmatch(r"move_layer (\d+)->(\d+) layers=(\d+)(?:,(\d+))?", source)):
             raise ConfigError(f"edit {text!r}: expected move_layer A->B layers=L (the layers each stage holds) "
                               f"or even_microbatches")
-        return Edit(EditKind.MOVE_LAYER, value=int(move[3]), stages=(int(move[1]), int(move[2])))
+        return Edit(EditKind.MOVE_LAYER, value=int(move[3]), stages=tuple(int(m) for m in move.group(1, 2, 4) if m))
     if head == "overlap":
         if rest not in ([], ["comm", "with", "compute"]):
             raise ConfigError(f"edit {text!r}: expected 'overlap' or 'overlap comm with compute'")
@@ -315,7 +313,8 @@ def format_edit(edit: Edit) -> str:
     if edit.kind in (EditKind.OVERLAP, EditKind.EVEN_MICROBATCHES):
         return str(edit.kind)
     if edit.kind == EditKind.MOVE_LAYER:
-        return f"move_layer {edit.stages[0]}->{edit.stages[1]} layers={edit.value}"
+        layers = ",".join(map(str, (edit.value, *edit.stages[2:])))
+        return f"move_layer {edit.stages[0]}->{edit.stages[1]} layers={layers}"
     flag = {(EditKind.DATA_PARALLEL, True): " global_batch", (EditKind.MICROBATCHES, False): " same_microbatch"}
     return f"{edit.kind}={edit.value}" + flag.get((edit.kind, edit.keep_global_batch), "")
 
@@ -371,7 +370,8 @@ def edit_from_json(data: Mapping[str, object]) -> Edit:
     keep, get = data.get("keep_global_batch"), data.get
     return Edit(edit_kind, select, factor=float(get("factor", 1.0)), ms=float(get("ms", 0.0)),  # type: ignore[arg-type]
                 category=str(get("category", "")), value=int(get("value", 0)),  # type: ignore[call-overload]
-                keep_global_batch=None if keep is None else bool(keep), stages=tuple(get("stages") or ()))  # type: ignore[arg-type]
+                keep_global_batch=None if keep is None else bool(keep),
+                stages=tuple(get("stages") or ()))  # type: ignore[arg-type]
 
 
 def fixed_injections(injections: Sequence[Injection], edit: Edit) -> tuple[Injection, ...]:

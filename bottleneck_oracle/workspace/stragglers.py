@@ -19,7 +19,7 @@ from bottleneck_oracle.job.straggler_edits import pipeline_whatif
 from bottleneck_oracle.job.straggler_report import straggler_json, timeline_events
 from bottleneck_oracle.job.straggler_verdict import heat, straggler_verdict
 from bottleneck_oracle.job.stragglers import StragglerAnalysis, analyze_stragglers
-from bottleneck_oracle.traces.op_table import JobLayout, OpTable, read_op_table
+from bottleneck_oracle.traces.op_table import JobLayout, OpTable, op_table_from_arrow, read_op_table
 from bottleneck_oracle.truth.edits import parse_edit
 
 __all__ = ["load_op_table", "straggler_analysis", "straggler_report", "write_heatmap"]
@@ -37,7 +37,9 @@ def load_op_table(path: Path | str, layout: JobLayout | None = None) -> OpTable:
     if path.is_dir() and not tables and any(p.name.endswith((".json", ".json.gz")) for p in path.iterdir()):
         from bottleneck_oracle.traces.op_table_kineto import op_table_from_kineto
 
-        return op_table_from_kineto(path, stages=layout.pp if layout else None)
+        table, meta = op_table_from_kineto(path, stages=layout.pp if layout else None)
+        derived = JobLayout(meta["dp_size"], meta["pp_size"], name=str(meta.get("trial_name") or path.name))
+        return op_table_from_arrow(table, layout or derived, str(path))
     return read_op_table(path, layout)
 
 

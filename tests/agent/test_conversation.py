@@ -3,12 +3,15 @@ cause and suggestions taken from the tools, questions it cannot answer, and sess
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bottleneck_oracle.agent.conversation import Answer, Conversation
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.graphdb import open_store
 from bottleneck_oracle.workspace.loaded import loaded_trace
 from bottleneck_oracle.workspace.steps import explain_step
 from tests.agent.conftest import BERT, QWEN
+from tests.conftest import STRAGGLERS
 
 ASK_KEYS = {"answer", "answered", "step", "cause", "evidence", "suggestions", "tool_calls", "llm", "grounded",
             "ungrounded_numbers", "verdict", "action", "confidence", "check", "details"}
@@ -120,3 +123,19 @@ def test_follow_ups_refer_to_the_earlier_turns(agent_settings: Settings) -> None
     assert save.suggestions[0]["gain_ms"] == first["gain_ms"] == why.suggestions[0]["gain_ms"]
     assert save.grounded and save.verdict.startswith("With `fix host_pause`, step 5 is predicted to take")
     assert save.check is not None and save.check.startswith("oracle whatif gpt_2rank --edit 'fix host_pause' --step 5")
+
+
+def test_a_pipeline_job_alone_answers_its_straggler_questions_and_follow_ups(tmp_path: Path) -> None:
+    """With a pipeline job's op table and no trace, a rank's what-if and the job's slowness are its straggler
+    analysis (on a trace they would be rank_like_peers and why_slow), and no graph database starts."""
+    with Conversation(Settings(home=tmp_path, workers=2), pipeline=str(STRAGGLERS / "AR")) as c:
+        who = c.ask("which workers hold this job back?")
+        healthy = c.ask("what if rank 0 were healthy?")
+        again = c.ask("and on rank 4?")
+        why = c.ask("why is the job slow?")
+    assert [a.intent for a in (who, healthy, again, why)] == ["stragglers"] * 4
+    assert all(a.grounded and a.answered for a in (who, healthy, again, why))
+    assert _called(healthy) == [("straggler_report", {"whatif": ["fix straggler_rank rank=0"]})]
+    assert _called(again) == [("straggler_report", {"whatif": ["fix straggler_rank rank=4"]})]
+    assert "rank 0 (dp_rank 0, stage 0)" in who.verdict and "S = 1.973" in who.verdict
+    assert not (tmp_path / "falkordb").exists()

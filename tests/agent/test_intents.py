@@ -104,6 +104,18 @@ PARAPHRASES: dict[str, tuple[list[Call], list[str]]] = {
         "the job has been stuck for an hour, why",
         "which process group is the hang in",
     ]),
+    "stragglers": ([Call("straggler_report", {})], [
+        "which workers slow this pipeline job down, and what would we gain without them",
+        "are the pipeline stages balanced",
+        "which stage of the pipeline is overloaded",
+        "is one machine dragging the whole pipeline down",
+        "where is the straggler in this pipeline-parallel run, by stage and replica",
+        "how far is this pipeline job from its ideal step time",
+        "should I move layers between pipeline stages",
+        "is it a hardware problem or a partitioning problem in the pipeline",
+        "what is slowing down my pipeline parallel training",
+        "how much does the slowest worker cost the pipeline job",
+    ]),
     "out_of_scope": ([], [
         "what's the weather in Paris",
         "write a haiku about GPUs",
@@ -154,3 +166,15 @@ def test_a_slow_down_is_a_factor_below_one_and_a_comparison_of_steps_is_none() -
 
 def test_numbers_do_not_change_the_intent() -> None:
     assert classify("why is step 3 slow?").name == classify("why is step 3817 slow?").name == "why_slow"
+
+
+def test_slots_read_a_pipeline_jobs_what_ifs() -> None:
+    moved = read_slots("what if I moved a layer from stage 3 to stage 0, with 8 layers per stage?")
+    assert (moved.stage_move, moved.layers) == ((3, 0), 8)
+    assert read_slots("move_layer 3->0 layers=8").stage_move == (3, 0)
+    assert read_slots("move a layer from stage 3 to 0").layers is None  # the edit needs them: none guessed
+    assert read_slots("step 3 to 5 with more layers").stage_move is None  # steps, not stages
+    assert read_slots("would equal micro-batches help?").even_work and not read_slots("is stage 1 even").even_work
+    assert read_slots("is it one bad node or the pipeline split?").either
+    assert not read_slots("which node is slow?").either and not read_slots("stage 3 or stage 2?").either
+    assert read_slots("what if rank 37 were healthy?").fix

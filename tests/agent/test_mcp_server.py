@@ -21,7 +21,7 @@ from bottleneck_oracle.agent.tools import TOOL_NAMES
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.graphdb import stop_server
 from bottleneck_oracle.workspace.ingest import ingest
-from tests.conftest import REPO
+from tests.conftest import REPO, STRAGGLERS
 
 GPT = REPO / "examples" / "gpt_2rank"  # real 2-rank gloo capture: rank 1 pauses 150 ms in step 5
 CALLS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -33,6 +33,8 @@ CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "ask_do": ("ask", {"question": "What should I do about it?"}),
     "ask_save": ("ask", {"question": "How much would that save?"}),
     "ask_empty": ("ask", {"question": " "}),
+    "pipeline": ("straggler_report", {"pipeline": str(STRAGGLERS / "ST"), "whatif": ["move_layer 3->0 layers=8"]}),
+    "no_pipeline": ("straggler_report", {}),
 }
 
 
@@ -158,6 +160,16 @@ def test_mcp_ask_answers_in_the_contract_and_keeps_the_clients_conversation(serv
 def test_mcp_unknown_tool_is_a_protocol_error(served: Served) -> None:
     assert served.unknown_tool is not None
     assert "no_such_tool" in served.unknown_tool.message and "explain_step" in served.unknown_tool.message
+
+
+def test_mcp_straggler_report_reads_a_pipeline_job_it_is_given(served: Served) -> None:
+    result = served.results["pipeline"]
+    doc = _doc(result)
+    assert not result.is_error and doc["pipeline"] == str(STRAGGLERS / "ST") and doc["cause"] == "stage_imbalance"
+    assert doc["headline"].startswith("Stage 3 is the long stage") and doc["fixes"][0]["stage"] == 3
+    assert doc["whatif"][0]["edits"] == ["move_layer 3->0 layers=8"] and "step_times_s" not in doc
+    missing = served.results["no_pipeline"]
+    assert missing.is_error and "pass --pipeline" in _doc(missing)["error"]
 
 
 def test_mcp_stdout_carries_only_the_protocol(served: Served) -> None:

@@ -42,3 +42,15 @@ def test_only_bound_tools_are_called() -> None:
     bound = OfflinePlanner().bind(tool_names=["list_steps"])
     assert model.invoke([HumanMessage("why is step 5 slow?")]).tool_calls
     assert not bound.invoke([HumanMessage("why is step 5 slow?")]).tool_calls  # explain_step is not offered
+
+
+def test_a_pipeline_job_alone_reads_a_ranks_what_if_as_its_straggler_report() -> None:
+    question = [HumanMessage("what if rank 37 were healthy?")]
+    on_trace = OfflinePlanner().bind_tools([]).invoke(question)
+    on_job = OfflinePlanner(pipeline_job=True).bind_tools([]).invoke(question)
+    assert [c["name"] for c in on_trace.tool_calls] == ["rank_like_peers"]  # on a trace: that rank like its peers
+    assert on_job.response_metadata["intent"] == "stragglers"
+    assert [(c["name"], c["args"]) for c in on_job.tool_calls] == [
+        ("straggler_report", {"whatif": ["fix straggler_rank rank=37"]})]
+    listed = OfflinePlanner(pipeline_job=True).bind_tools([]).invoke([HumanMessage("which traces are loaded?")])
+    assert listed.response_metadata["intent"] == "list_traces"  # a question only a trace answers stays its own

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bottleneck_oracle.agent.intents import read_slots
-from bottleneck_oracle.agent.planner import Call, Result, cypher_call, edit_for, next_calls
+from bottleneck_oracle.agent.planner import Call, Result, cypher_call, edit_for, next_calls, pipeline_edits
 from bottleneck_oracle.truth.edits import parse_edit
 
 CAUSE = {"category": "host_pause", "ranks": [1], "ops": ["aten::select"], "impact_ms": 146.5, "evidence": "paused"}
@@ -55,3 +55,21 @@ def test_a_free_question_takes_the_nearest_read_only_template() -> None:
     assert call.args["params"] == {"name": "aten::mm"} and "$name" in call.args["query"]
     call = cypher_call("list the collectives", read_slots("list the collectives"))
     assert "$step" not in call.args["query"]  # no step named: every step
+
+
+def test_a_pipeline_question_asks_the_straggler_report_its_what_ifs() -> None:
+    cases = {"what if rank 37 were healthy?": ["fix straggler_rank rank=37"],
+             "how much faster without stragglers?": ["fix straggler_rank"],
+             "what if ranks 3 and 5 were fixed": ["fix straggler_rank rank=3,5"],
+             "move a layer from stage 3 to 0 with 8 layers per stage": ["move_layer 3->0 layers=8"],
+             "move a layer from stage 3 to 0": [],  # the edit needs the layers per stage: the answer asks for them
+             "would equal micro-batches speed it up?": ["even_microbatches"],
+             "is it one bad node or the pipeline split?": []}
+    for question, edits in cases.items():
+        assert pipeline_edits(read_slots(question)) == edits, question
+        for edit in edits:
+            parse_edit(edit)  # every edit the planner writes is one `oracle stragglers --whatif` reads
+        args = {"whatif": edits} if edits else {}
+        assert next_calls("stragglers", read_slots(question), question, []) == [Call("straggler_report", args)]
+    done = [Result("straggler_report", {}, {"cause": "none"})]
+    assert next_calls("stragglers", read_slots("is the pipeline unbalanced?"), "q", done) is None

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from langchain_core.tools import BaseTool
 
-from bottleneck_oracle.agent.tools import MAX_RESULT_CHARS, TOOL_NAMES, ToolContext, _json, make_tools
+from bottleneck_oracle.agent.tools import MAX_RESULT_CHARS, TOOL_NAMES, TOP_WORKERS, ToolContext, _json, make_tools
 from bottleneck_oracle.config import Settings
+from tests.conftest import STRAGGLERS
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +103,23 @@ def test_a_result_too_large_keeps_every_key_and_its_first_items() -> None:
     assert kept == rows[:len(kept)] and len(kept) + out["collectives_omitted"] == 600
     assert out["by_rank"] == big["by_rank"]  # the small list stays whole
     assert _json({"a": [1, 2]}) == json.dumps({"a": [1, 2]})  # a result that fits is untouched
+
+
+def test_straggler_report_keeps_the_slowest_workers_and_needs_a_job(tmp_path: Path) -> None:
+    """A 64-worker job's report for the model: every key the answer reads, the workers cut to the slowest few, well
+    under the result's limit; no job given is an error saying what to pass."""
+    ctx = ToolContext(Settings(home=tmp_path, workers=2), pipeline=str(STRAGGLERS / "SE"))
+    tool = next(t for t in make_tools(ctx) if t.name == "straggler_report")
+    text = tool.invoke({})
+    r = json.loads(text)
+    assert len(text) < MAX_RESULT_CHARS and r["pipeline"] == str(STRAGGLERS / "SE")
+    assert r["cause"] == "uneven_microbatches" and r["secondary_cause"] == "stage_imbalance"
+    assert len(r["by_worker"]) == TOP_WORKERS and r["by_worker_omitted"] == 64 - TOP_WORKERS
+    assert list(r["by_worker"].values())[0]["slowdown"] >= list(r["by_worker"].values())[-1]["slowdown"]
+    assert {"headline", "fixes", "whatif", "shares", "by_stage", "by_op_type", "step_time_s"} <= set(r)
+    assert not {"step_times_s", "step_slowdown", "heatmap"} & set(r)
+    bad = json.loads(tool.invoke({"whatif": ["fix straggler_rank rank=999"]}))
+    assert "rank 999 records no ops" in bad["error"]
+    alone = next(t for t in make_tools(ToolContext(Settings(home=tmp_path, workers=2))) if t.name == "straggler_report")
+    assert json.loads(alone.invoke({}))["error"].startswith("no pipeline job given: pass --pipeline PATH")
+    assert not (tmp_path / "falkordb").exists()  # an op table needs no graph database

@@ -18,7 +18,7 @@ def test_cli_flag_set_is_frozen() -> None:
                                 "ray_address", "step", "steps_from", "verbose"]
     assert flags["doctor"] == ["as_json"]
     assert flags["capture"] == ["batch_size", "d_model", "inject", "layers", "microbatches", "out_dir",
-                                "pipeline", "ranks", "seed", "seq_len", "steps", "whatif"]
+                                "pin_cpus", "pipeline", "ranks", "seed", "seq_len", "stage_layers", "steps", "whatif"]
     assert flags["ingest"] == ["as_json", "detail", "executor", "hops", "partial", "paths", "predict", "ray_address",
                                "steps_from"]
     assert flags["traces"] == ["as_json"]
@@ -27,7 +27,7 @@ def test_cli_flag_set_is_frozen() -> None:
     assert flags["train"] == ["data", "directed", "epochs", "hidden", "layers", "max_minutes",
                               "out", "patience", "refit_steps", "seed"]
     assert flags["gnn-eval"] == ["as_json", "checkpoint", "data", "plots", "record", "splits"]
-    assert flags["ask"] == ["as_json", "base_url", "dumps", "llm", "question", "session", "trace", "verbose"]
+    assert flags["ask"] == ["as_json", "base_url", "dumps", "llm", "pipeline", "question", "session", "trace", "verbose"]
     assert flags["hang"] == ["as_json", "dumps", "prefix", "traces"]
     assert flags["chat"] == ["base_url", "llm", "session", "trace"]
     assert flags["serve"] == ["host", "max_upload_mb", "port", "token_file"]

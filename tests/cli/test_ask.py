@@ -106,3 +106,29 @@ def test_ask_about_a_hang_answers_from_the_dumps_alone(tmp_path: Path) -> None:
     assert not (tmp_path / "falkordb").exists()  # a question about dumps starts no graph database
     asked = run_oracle("ask", "which rank is stuck?", env=_env(tmp_path))  # no --dumps: says what to pass
     assert asked.returncode == 2 and "--dumps" in asked.stdout + asked.stderr
+
+
+def test_ask_about_a_pipeline_job_answers_from_its_op_table_alone(tmp_path: Path) -> None:
+    from tests.conftest import STRAGGLERS
+
+    job = STRAGGLERS / "AR"
+    question = "which workers hold this job back, and how much faster would it be without them?"
+    out = run_oracle("ask", question, "--pipeline", job, "--json", env=_env(tmp_path))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["tool_calls"][0]["name"] == "straggler_report" and doc["grounded"] is True
+    assert doc["verdict"].startswith("One slow worker holds the job back: rank 0 (dp_rank 0, stage 0)")
+    assert "S = 1.973" in doc["verdict"] and doc["action"].startswith("replace or drain rank 0 (dp_rank 0, stage 0)")
+    assert doc["check"] == f"oracle stragglers {job} --whatif 'fix straggler_rank rank=0'"
+    split = run_oracle("ask", "is it one bad node or the pipeline split?", "--pipeline", STRAGGLERS / "ST",
+                       env=_env(tmp_path))
+    assert split.returncode == 0, split.stderr
+    assert split.stdout.startswith("The pipeline split, not a bad node: stage 3's share of the gap is 1.22")
+    assert "S = 1.179" in split.stdout.splitlines()[0] and "Do: move layers off stage 3" in split.stdout
+    unknown = run_oracle("ask", "what if rank 37 were healthy?", "--pipeline", STRAGGLERS / "ST", env=_env(tmp_path))
+    assert unknown.returncode == 2 and "rank 37 records no ops" in unknown.stdout
+    assert "the table's workers are ranks 0, 1, 2, 3, 4, 5, 6, 7" in unknown.stdout
+    assert not (tmp_path / "falkordb").exists()  # a question about an op table starts no graph database
+    asked = run_oracle("ask", "is the pipeline unbalanced?", env=_env(tmp_path))  # no --pipeline: says what to pass
+    assert asked.returncode == 2 and "--pipeline" in asked.stdout + asked.stderr
+    assert not (tmp_path / "falkordb").exists()

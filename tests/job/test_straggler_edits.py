@@ -34,6 +34,14 @@ def test_the_slow_worker_healthy_saves_what_its_share_says_and_a_healthy_one_sav
     assert abs(other.saving_ns) < 0.01 * a.no_gaps.mean_ns
 
 
+def test_a_rank_the_table_does_not_record_stands_for_its_groups_recorded_rank(jobs) -> None:  # type: ignore[no-untyped-def]
+    a = jobs["AR"]  # tensor-parallel groups of 4: the study records ranks 0, 4, 8, ...
+    three, zero = _whatif(a, "fix straggler_rank rank=3"), _whatif(a, "fix straggler_rank rank=0")
+    assert three.after.mean_ns == zero.after.mean_ns and "rank 3 as its group's recorded rank 0" in three.assumptions[0]
+    with pytest.raises(ConfigError, match="rank 64 records no ops"):
+        _whatif(a, "fix straggler_rank rank=64")
+
+
 def test_no_stragglers_at_all_is_the_ideal(jobs) -> None:  # type: ignore[no-untyped-def]
     a = jobs["ST"]
     assert _whatif(a, "fix straggler_rank").after.mean_ns == a.ideal.mean_ns
@@ -44,7 +52,9 @@ def test_moving_a_layer_off_the_long_stage_helps_and_onto_it_hurts(jobs) -> None
     off = _whatif(a, "move_layer 3->0 layers=8")
     onto = _whatif(a, "move_layer 0->3 layers=8")
     assert off.saving_ns > 0 > onto.saving_ns
-    assert "1/8" in off.assumptions[0]
+    assert "1/8 of stage 3's computes and 1/8 of stage 0's" in off.assumptions[0]
+    uneven = _whatif(a, "move_layer 3->0 layers=8,4")  # stage 0 holds 4: a layer more costs it a quarter more
+    assert uneven.after.mean_ns > off.after.mean_ns
 
 
 def test_edits_replay_together_and_a_scale_only_touches_what_it_selects(jobs) -> None:  # type: ignore[no-untyped-def]
@@ -59,7 +69,7 @@ def test_edits_replay_together_and_a_scale_only_touches_what_it_selects(jobs) ->
 
 @pytest.mark.parametrize(("edit", "message"), [
     ("scale op=gemm x2", "selects by rank=, step= and name="),
-    ("fix straggler_rank rank=99", "rank 99 records no ops"),
+    ("fix straggler_rank rank=99", "rank 99 records no ops; the table's workers are ranks 0, 1, 2"),
     ("scale step=1 x2", "step 1 is not among the analysed steps"),
     ("scale name=^zz x2", "matches no op type"),
     ("move_layer 3->9 layers=8", "the job has stages 0..3"),

@@ -76,7 +76,7 @@ def test_typical_peer_and_even_times_keep_what_each_promises(analyses) -> None: 
     g = analyses["ST"].graph
     own = g.recorded_transfers()
     code, stage = g.column(g.table.optype), g.column(g.table.stage)
-    typical, peer, even = typical_own(g, own), peer_own(g, own), even_work(g, own)
+    typical, peer, even = typical_own(g, own), peer_own(g, own, np.zeros(len(own), bool)), even_work(g, own)
     forward = code == COMPUTE[0]
     assert np.unique(typical[forward]).size == 1 and abs(typical[forward][0] - own[forward].mean()) <= 1
     last = forward & (stage == 3)

@@ -178,3 +178,35 @@ def read_hang(page: Page, files: list[Path]) -> dict[str, Any]:
                 rows: Object.fromEntries([...(grid ? grid.querySelectorAll('tr[data-rank]') : [])].map(
                     tr => [tr.dataset.rank, [...tr.querySelectorAll('td')].map(td => td.textContent)])),
                 culprits: [...(grid ? grid.querySelectorAll('tr.culprit') : [])].map(tr => +tr.dataset.rank)}; }""")
+
+
+def read_stragglers(page: Page, files: list[Path], *, dp: int | None = None, pp: int | None = None,
+                    whatif: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Uploads a pipeline job's op table in the stragglers view; returns {"state", "headline", "job", "error",
+    "fixes", "whatifs": [item texts], "dps": [column heads], "stages": [row heads], "cells": {stage: [texts]},
+    "hottest": [[dp, stage]] of the marked cells, "colors": {"dp,stage": [r, g, b]}}."""
+    page.eval_on_selector("#stragglers-result", "n => { n.dataset.state = ''; }")
+    page.set_input_files("#stragglers-files", [str(f) for f in files])
+    page.fill("#stragglers-dp", "" if dp is None else str(dp))
+    page.fill("#stragglers-pp", "" if pp is None else str(pp))
+    page.fill("#stragglers-whatif", "\n".join(whatif))
+    page.click("#stragglers-send")
+    page.wait_for_selector("#stragglers-result[data-state='done'], #stragglers-result[data-state='error']")
+    return page.evaluate("""() => {
+        const text = (id) => (document.getElementById(id) || {}).textContent || null;
+        const heat = document.getElementById('stragglers-heat');
+        const rows = heat ? [...heat.querySelectorAll('tr[data-stage]')] : [];
+        const rgb = (td) => getComputedStyle(td).backgroundColor.match(/\\d+/g).map(Number);
+        return {state: document.getElementById('stragglers-result').dataset.state,
+                headline: text('stragglers-headline'), job: text('stragglers-job'),
+                error: document.getElementById('stragglers-error').textContent,
+                fixes: [...document.querySelectorAll('#stragglers-fixes li')].map(li => li.textContent),
+                whatifs: [...document.querySelectorAll('#stragglers-whatifs li')].map(li => li.textContent),
+                dps: heat ? [...heat.querySelectorAll('tr:first-of-type th')].slice(1).map(th => th.textContent) : [],
+                stages: rows.map(tr => tr.querySelector('th').textContent),
+                cells: Object.fromEntries(rows.map(tr => [tr.dataset.stage,
+                    [...tr.querySelectorAll('td')].map(td => td.textContent)])),
+                hottest: [...(heat ? heat.querySelectorAll('td.hottest') : [])].map(
+                    td => [+td.dataset.dp, +td.closest('tr').dataset.stage]),
+                colors: Object.fromEntries(rows.flatMap(tr => [...tr.querySelectorAll('td')].map(
+                    td => [`${td.dataset.dp},${tr.dataset.stage}`, rgb(td)])))}; }""")

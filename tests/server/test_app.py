@@ -20,7 +20,7 @@ from bottleneck_oracle.config import Settings
 from bottleneck_oracle.graphdb import stop_server
 from bottleneck_oracle.server.app import UPLOADS
 from bottleneck_oracle.traces import read_trace
-from tests.conftest import DATA
+from tests.conftest import DATA, STRAGGLERS
 from tests.server.conftest import GPT, QWEN, UPLOAD_LIMIT_MB, serving, upload
 
 ERROR_STATUSES = (400, 404, 413)
@@ -308,3 +308,60 @@ def test_hang_refuses_a_dump_that_would_run_code(server: str, tmp_path: Path) ->
     assert not marker.exists()
     bad_name = [("files", ("rank 0;", b"x", "application/octet-stream"))]
     assert "nccl_trace_rank_0" in _one_line_error(httpx.post(f"{server}/api/hang", files=bad_name, timeout=60), 400)
+
+
+def _op_table(folder: Path, *names: str) -> list[tuple[str, tuple[str, bytes, str]]]:
+    return [("files", (name, (folder / name).read_bytes(), "application/octet-stream")) for name in names]
+
+
+def test_stragglers_reads_an_uploaded_op_table_as_oracle_stragglers_does(server: str,
+                                                                         server_settings: Settings) -> None:
+    from bottleneck_oracle.workspace.stragglers import straggler_report
+
+    edits = ["fix straggler_rank rank=0", "even_microbatches"]
+    response = httpx.post(f"{server}/api/stragglers", files=_op_table(STRAGGLERS / "AR", "trace.parquet", "meta.yaml"),
+                          data={"whatif": edits}, timeout=120)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    expected = straggler_report(STRAGGLERS / "AR", server_settings, edits=edits)
+    assert {k: v for k, v in body.items() if k != "job"} == {k: v for k, v in expected.items() if k != "job"}
+    assert body["job"] == expected["job"] | {"source": "trace.parquet"}  # not where the server keeps it
+    assert body["cause"] == "slow_worker" and body["heatmap"]["values"][0][0] == max(sum(body["heatmap"]["values"], []))
+    assert [w["edits"] for w in body["whatif"]] == [[e] for e in edits]
+
+
+def test_stragglers_takes_a_csv_with_its_layout_in_form_fields(server: str, tmp_path: Path) -> None:
+    import pyarrow.csv
+    import pyarrow.parquet
+
+    pyarrow.csv.write_csv(pyarrow.parquet.read_table(STRAGGLERS / "ST" / "trace.parquet"), tmp_path / "st.csv")
+    response = httpx.post(f"{server}/api/stragglers", files=_op_table(tmp_path, "st.csv"),
+                          data={"dp": "2", "pp": "4"}, timeout=120)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["cause"] == "stage_imbalance" and body["worst_stage"] == 3 and body["job"]["name"] == "st"
+    assert len(body["heatmap"]["values"]) == 2 and len(body["heatmap"]["values"][0]) == 4
+
+
+def test_stragglers_bad_input_is_400_in_one_line_and_leaves_nothing(server: str, server_settings: Settings,
+                                                                  tmp_path: Path) -> None:
+    before = set((Path(server_settings.home) / UPLOADS).glob("*"))
+    table = _op_table(STRAGGLERS / "ST", "trace.parquet")
+    cases = [
+        (table, {}, "send the op table's meta.yaml with it, or its layout in the dp and pp fields"),
+        (table, {"dp": "2"}, "give both 'dp' and 'pp'"),
+        (table, {"dp": "two", "pp": "4"}, "field 'dp': expected a positive integer, got 'two'"),
+        (table, {"dp": "1048576", "pp": "4"}, "at most 1048576"),
+        (table, {"dp": "2", "pp": "4", "whatif": "speed up everything"}, "speed up everything"),
+        (table, {"dp": "2", "pp": "4", "whatif": "fix straggler_rank rank=37"}, "rank 37 records no ops"),
+        (table, {"dp": "2", "pp": "4", "color": "red"}, "unexpected part 'color'"),
+        ([("files", ("notes.txt", b"x", "text/plain"))], {}, "expected a file named like trace.parquet"),
+        ([("files", ("trace.csv", b"\x00\x01 not a table", "text/csv"))], {"dp": "1", "pp": "1"}, "trace.csv: "),
+        (_op_table(STRAGGLERS / "ST", "meta.yaml"), {}, "no .parquet or .csv op table"),
+    ]
+    for files, data, message in cases:
+        response = httpx.post(f"{server}/api/stragglers", files=files, data=data, timeout=120)
+        detail = _one_line_error(response, 400)
+        assert message in detail and str(server_settings.home) not in detail, (message, detail)
+    assert set((Path(server_settings.home) / UPLOADS).glob("*")) == before
+    assert httpx.get(f"{server}/api/health").status_code == 200

@@ -18,7 +18,7 @@ import pytest
 
 from bottleneck_oracle.analysis.analysis import Analysis, analyze
 from bottleneck_oracle.traces import read_trace
-from tests.conftest import DATA, REPO
+from tests.conftest import DATA, REPO, STRAGGLERS
 from tests.server.browser import ask as ask_chat
 from tests.server.browser import (
     chromium,
@@ -27,6 +27,7 @@ from tests.server.browser import (
     open_page,
     pick_trace,
     read_hang,
+    read_stragglers,
     run_whatif,
     slow_steps,
     upload_files,
@@ -251,4 +252,46 @@ def test_page_reads_a_hung_jobs_dumps_and_marks_the_rank_astray(browser: Any, se
     bad.write_bytes(b"\x80\x04truncated")
     got = read_hang(page, [bad])
     assert got["state"] == "error" and "no readable Flight Recorder dump" in got["error"]
+    assert errors == []
+
+
+def test_page_reads_a_pipeline_jobs_stragglers_and_draws_the_heatmap(browser: Any, server: str,
+                                                                       tmp_path: Path) -> None:
+    page, errors = open_page(browser, server)
+    job = STRAGGLERS / "AR"
+    files = [job / "trace.parquet", job / "meta.yaml"]
+    report = httpx.post(f"{server}/api/stragglers", data={"whatif": "fix straggler_rank rank=0"}, timeout=120, files=[
+        ("files", (f.name, f.read_bytes(), "application/octet-stream")) for f in files]).json()
+    got = read_stragglers(page, files, whatif=("fix straggler_rank rank=0",))
+    assert got["state"] == "done" and got["headline"] == f"Slow worker: {report['headline']}"
+    assert "rank 0 (dp_rank 0, stage 0)" in got["headline"] and "S = 1.973" in got["headline"]
+    (w,) = report["whatif"]
+    lo, hi = w["interval_s"]
+    assert got["whatifs"] == [f"What if fix straggler_rank rank=0: a step of {w['predicted_step_s']:.3f} s (interval "
+                              f"{lo:.3f} to {hi:.3f} s), saving {w['saving_s']:.3f} s ({w['saving_pct']}%)"]
+    fix = report["fixes"][0]
+    assert got["fixes"][0].startswith("Fix: replace or drain rank 0")
+    assert f"interval {fix['interval_s'][0]:.3f} to {fix['interval_s'][1]:.3f} s" in got["fixes"][0]
+    assert got["dps"] == ["0", "1", "2", "3"] and got["stages"] == ["0", "1", "2", "3"]  # DP across, stages down
+    values = report["heatmap"]["values"]  # [dp][stage]
+    assert got["cells"]["0"] == [f"{values[dp][0]:.3f}" for dp in range(4)] and got["cells"]["0"][0] == "1.973"
+    assert got["hottest"] == [[0, 0]]
+    hot = got["colors"]["0,0"]
+    assert hot[0] > 200 and hot[1] < 60 and hot[2] < 60  # the slowest worker red
+    assert all(c[1] > 200 for k, c in got["colors"].items() if k != "0,0")  # the rest near white
+    # a job named with markup is shown as text, and runs nothing
+    folder = tmp_path / "markup"
+    folder.mkdir()
+    shutil.copy(STRAGGLERS / "ST" / "trace.parquet", folder / "trace.parquet")
+    meta = (STRAGGLERS / "ST" / "meta.yaml").read_text().replace("trial_name: ST", f"trial_name: '{SCRIPT_NAME}'")
+    (folder / "meta.yaml").write_text(meta)
+    got = read_stragglers(page, [folder / "trace.parquet", folder / "meta.yaml"])
+    assert got["state"] == "done" and got["headline"].startswith("Stage imbalance: Stage 3 is the long stage")
+    assert got["stages"] == ["0", "1", "2", "3"] and got["dps"] == ["0", "1"] and got["hottest"] == [[1, 3]]
+    assert SCRIPT_NAME in got["job"] and page.evaluate("window.__xss") is None
+    # no layout: the server's one line, shown
+    got = read_stragglers(page, [folder / "trace.parquet"])
+    assert got["state"] == "error" and "meta.yaml" in got["error"] and "dp and pp" in got["error"]
+    got = read_stragglers(page, [folder / "trace.parquet"], dp=2, pp=4)  # or the sizes in the form
+    assert got["state"] == "done" and got["hottest"] == [[1, 3]]
     assert errors == []

@@ -29,3 +29,18 @@ def test_edits_are_checked_before_the_replays_run(tmp_path: Path) -> None:
         straggler_report(STRAGGLERS / "ST", Settings.from_env(), edits=["speed up everything"])
     with pytest.raises(ConfigError, match="an empty edit"):
         straggler_report(STRAGGLERS / "ST", Settings.from_env(), edits=[" ; "])
+
+
+def test_a_folder_of_a_pipeline_captures_traces_is_analysed_as_its_op_table(tmp_path: Path) -> None:
+    import shutil
+
+    from tests.conftest import DATA
+
+    for trace in (DATA / "pipeline" / "slow_worker").glob("rank*.pt.trace.json.gz"):
+        shutil.copy(trace, tmp_path)
+    from_traces = straggler_report(tmp_path, Settings.from_env())
+    from_table = straggler_report(DATA / "pipeline" / "slow_worker", Settings.from_env())
+    assert from_traces["cause"] == from_table["cause"] == "slow_worker"
+    assert from_traces["fixes"][0]["workers"] == [{"rank": 2, "dp_rank": 1, "stage": 0}]  # the injected rank
+    assert from_traces["slowdown"] == pytest.approx(from_table["slowdown"], abs=1e-6)
+    assert (from_traces["job"]["dp_size"], from_traces["job"]["pp_size"]) == (2, 2)

@@ -8,6 +8,7 @@ import { Timeline, colorOf } from "./timeline.js";
 import { drawGpuStrip } from "./gpustrip.js";
 import "./compare.js";  // the comparison view wires itself
 import "./hang.js";  // and so does the hang view
+import "./stragglers.js";  // and the pipeline stragglers view
 
 const $ = (id) => document.getElementById(id);
 const state = { traces: [], trace: null, series: null, step: null, findings: [], loadSeq: 0 };
