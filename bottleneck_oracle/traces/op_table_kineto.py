@@ -17,7 +17,9 @@ import pyarrow.parquet as pq
 
 from bottleneck_oracle.errors import TraceFormatError
 from bottleneck_oracle.traces.events import Trace
-from bottleneck_oracle.traces.loader import read_trace
+from bottleneck_oracle.traces.loader import check_ranks, read_trace
+from bottleneck_oracle.traces.op_table import JobLayout
+from bottleneck_oracle.traces.op_table_megatron import has_megatron_ranges, op_table_from_megatron_trace
 from bottleneck_oracle.traces.types import EventKind
 
 __all__ = ["op_table_from_kineto", "write_op_table"]
@@ -248,7 +250,8 @@ def _rank_ops(events: _RankEvents, rank: int, stages: int, replicas: int) -> dic
             for step, (start, end) in windows.items()}
 
 
-def op_table_from_kineto(folder: Path | str, *, stages: int | None = None) -> tuple[pa.Table, dict[str, object]]:
+def op_table_from_kineto(folder: Path | str, *, stages: int | None = None,
+                         layout: JobLayout | None = None) -> tuple[pa.Table, dict[str, object]]:
     """The op-level table of a pipeline capture, one row per op of every rank in every complete step.
 
     Rank ``r`` is stage ``r % stages`` of replica (``dp_rank``) ``r // stages``. Op types: ``forward-compute``
@@ -258,12 +261,14 @@ def op_table_from_kineto(folder: Path | str, *, stages: int | None = None) -> tu
     receive starts), ``grads-reduce-scatter`` (the gradient all-reduce, with more than one replica) and
     ``optimizer`` (``step()`` through ``zero_grad()``). ``start_ts`` is seconds from the job's first event,
     ``seq_id`` the op's place among its type in the step, ``mb_id`` the micro-batch of a compute op (else -1),
-    ``mc`` 0 and ``gmc`` the stage. A step in which any rank lacks an op its stage runs is left out.
+    ``mc`` 0 and ``gmc`` the stage. A step in which any rank lacks an op its stage runs is left out. Traces that
+    hold Megatron's timer ranges and none of the capture's annotations go to ``op_table_from_megatron_trace``.
 
     Args:
         folder (Path | str): the capture's folder of ``rank{r}.pt.trace.json.gz`` files.
         stages (int | None): pipeline stages per replica; default: read from which ranks exchange
             activations. (default: ``None``)
+        layout (JobLayout | None): the job's sizes, needed for Megatron timer ranges only. (default: ``None``)
 
     Returns:
         The table and its meta (``dp_size, pp_size, tp_size, dsp_size, vpp_size, world_size, trial_name,
@@ -273,10 +278,14 @@ def op_table_from_kineto(folder: Path | str, *, stages: int | None = None) -> tu
         TraceFormatError: no trace in the folder, ranks not a multiple of ``stages``, a rank without
             the pipeline's annotations, a send/recv without a peer or to a rank that is not a neighbour,
             or no step complete on every rank.
+        ConfigError: Megatron timer ranges and no ``layout``.
     """
     folder = Path(folder)
-    trace = read_trace(folder)
+    trace = read_trace(folder, partial=True)  # a Megatron job records some of its ranks
     ranks = [_rank_events(trace, info.rank) for info in trace.ranks]
+    if not any(_COMPUTE.match(name) for events in ranks for name in events.name) and has_megatron_ranges(trace):
+        return op_table_from_megatron_trace(trace, layout, folder)
+    check_ranks([(info.rank, info.path, info.world_size) for info in trace.ranks], partial=False)
     for events in ranks:
         if not any(_COMPUTE.match(name) for name in events.name):
             raise TraceFormatError(f"{events.path.name}: no '## forward mbK ##' annotations; not a pipeline capture")

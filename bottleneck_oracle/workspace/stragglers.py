@@ -37,7 +37,7 @@ def load_op_table(path: Path | str, layout: JobLayout | None = None) -> OpTable:
     if path.is_dir() and not tables and any(p.name.endswith((".json", ".json.gz")) for p in path.iterdir()):
         from bottleneck_oracle.traces.op_table_kineto import op_table_from_kineto
 
-        table, meta = op_table_from_kineto(path, stages=layout.pp if layout else None)
+        table, meta = op_table_from_kineto(path, stages=layout.pp if layout else None, layout=layout)
         derived = JobLayout(meta["dp_size"], meta["pp_size"], name=str(meta.get("trial_name") or path.name))
         return op_table_from_arrow(table, layout or derived, str(path))
     return read_op_table(path, layout)

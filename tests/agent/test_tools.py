@@ -113,7 +113,7 @@ def test_straggler_report_keeps_the_slowest_workers_and_needs_a_job(tmp_path: Pa
     text = tool.invoke({})
     r = json.loads(text)
     assert len(text) < MAX_RESULT_CHARS and r["pipeline"] == str(STRAGGLERS / "SE")
-    assert r["cause"] == "uneven_microbatches" and r["secondary_cause"] == "stage_imbalance"
+    assert r["cause"] == "uneven_microbatches" and r["secondary_cause"] is None  # moving layers keeps the spread
     assert len(r["by_worker"]) == TOP_WORKERS and r["by_worker_omitted"] == 64 - TOP_WORKERS
     assert list(r["by_worker"].values())[0]["slowdown"] >= list(r["by_worker"].values())[-1]["slowdown"]
     assert {"headline", "fixes", "whatif", "shares", "by_stage", "by_op_type", "step_time_s"} <= set(r)
