@@ -288,7 +288,9 @@ def op_table_from_kineto(folder: Path | str, *, stages: int | None = None,
     check_ranks([(info.rank, info.path, info.world_size) for info in trace.ranks], partial=False)
     for events in ranks:
         if not any(_COMPUTE.match(name) for name in events.name):
-            raise TraceFormatError(f"{events.path.name}: no '## forward mbK ##' annotations; not a pipeline capture")
+            raise TraceFormatError(f"{events.path.name}: not a pipeline capture (no '## forward mbK ##' annotations) "
+                                   f"and no Megatron timer ranges; give the job's op table (trace.parquet and "
+                                   f"meta.yaml) instead")
     stages = stages or _stage_count(ranks, folder)
     if stages < 1 or len(ranks) % stages:
         raise TraceFormatError(f"{folder}: {len(ranks)} ranks are not a multiple of {stages} pipeline stages")

@@ -231,7 +231,7 @@ def test_errors_name_the_folder_or_file_and_the_problem(tmp_path: Path) -> None:
     assert "4 ranks are not a multiple of 3 pipeline stages" in _error(RAW, stages=3)
     assert "rank0.pt.trace.json.gz: rank 0 sends with rank 1, not its neighbour in a pipeline of 1 stages" in _error(
         RAW, stages=1)
-    assert "rank0.pt.trace.json.gz: no '## forward mbK ##' annotations" in _error(DATA / "gloo_clean")
+    assert "rank0.pt.trace.json.gz: not a pipeline capture (no '## forward mbK ##' annotations)" in _error(DATA / "gloo_clean")
     assert "not a pipeline capture" in _error(DATA / "gloo_clean", stages=2)
 
 
