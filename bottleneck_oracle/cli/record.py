@@ -3,6 +3,9 @@ from a real job or simulated. Torch and the simulator load only when their comma
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -98,12 +101,27 @@ def synth_command(
         help="Re-simulate with one change, repeatable: 'scale op=CLASS xK' (a kernel class or collective), "
              "'fix CATEGORY', microbatches=K, data_parallel=D, remove_injection[=I]; true step times go to "
              "whatif.json.")] = None,
+    op_table: Annotated[bool, typer.Option(
+        "--op-table", help="Write a pipeline job's op table instead (trace.parquet, meta.yaml, truth.json; for "
+                           "oracle stragglers) from --dp, --pp, --tp, --microbatches, --steps, --seed and the "
+                           "straggler flags below.")] = False,
+    slow_worker: Annotated[Optional[list[str]], typer.Option(
+        help="With --op-table: DP_RANK:STAGE=FACTOR, a worker whose computes take FACTOR times as long; "
+             "repeatable.")] = None,
+    slow_stage: Annotated[Optional[list[str]], typer.Option(
+        help="With --op-table: STAGE=FACTOR, a stage whose computes take FACTOR times as long; repeatable.")] = None,
+    uneven_microbatches: Annotated[float, typer.Option(
+        help="With --op-table: the coefficient of variation of each micro-batch's work (sequence lengths).")] = 0.0,
 ) -> None:
     """Generate the traces of a simulated GPU-cluster LLM training job, with ground truth."""
     from bottleneck_oracle.synth import SynthConfig
     from bottleneck_oracle.synth.whatif import synthesize_with_whatifs
     from bottleneck_oracle.truth.injection import parse_injection
 
+    if op_table:
+        _synth_op_table(out_dir, _data_parallel(ranks, dp, tp, pp), tp, pp, microbatches, steps, seed,
+                        slow_worker or (), slow_stage or (), uneven_microbatches, bool(inject or whatif))
+        return
     config = SynthConfig(model=model, hardware=hardware, dp=_data_parallel(ranks, dp, tp, pp), tp=tp, pp=pp,
                          microbatches=microbatches, steps=steps, seed=seed,
                          injections=tuple(parse_injection(t) for t in inject or ()))
@@ -115,6 +133,34 @@ def synth_command(
     _print_truth(console, manifest.ground_truth, measured=True)
     for text, result in zip(whatif or (), results):
         console.print(f"  what if {text}: {result.speedup():.2f}x the speed (true step times in whatif.json)")
+
+
+def _synth_op_table(out_dir: Path, dp: int, tp: int, pp: int, microbatches: int, steps: int, seed: int,
+                    workers: Sequence[str], stages: Sequence[str], uneven: float, other_flags: bool) -> None:
+    """``oracle synth --op-table``: a synthetic pipeline job's op table with its truth (``synth/straggler_jobs``)."""
+    from bottleneck_oracle.synth.straggler_jobs import StragglerJobSpec, write_job
+
+    if other_flags:
+        raise ConfigError("--op-table: --inject and --whatif are for traces; use --slow-worker, --slow-stage and "
+                          "--uneven-microbatches")
+
+    def numbers(text: str, form: str, parts: int) -> tuple[float, ...]:
+        found = re.fullmatch(r"(\d+)(?::(\d+))?=([0-9.]+)", text.strip())
+        if not found or (found[2] is None) != (parts == 2):
+            raise ConfigError(f"{text!r}: expected {form}")
+        return tuple(float(x) for x in found.groups() if x is not None)
+
+    spec = StragglerJobSpec(
+        dp=dp, pp=pp, tp=tp, microbatches=microbatches, steps=steps, seed=seed,
+        slow_workers=tuple((int(d), int(s), f) for d, s, f in (numbers(w, "DP_RANK:STAGE=FACTOR", 3)
+                                                                for w in workers)),
+        slow_stages=tuple((int(s), f) for s, f in (numbers(t, "STAGE=FACTOR", 2) for t in stages)),
+        uneven_microbatches=uneven)
+    with spinner(stderr(), f"generating {dp * pp * tp:,} workers' op table..."):
+        write_job(spec, out_dir)
+    truth = json.loads((out_dir / "truth.json").read_text())
+    stdout().print(f"wrote trace.parquet, meta.yaml and truth.json to {out_dir}: DP {dp} x PP {pp} x TP {tp}, "
+                   f"{steps} steps; truth: {truth['cause']}", highlight=False)
 
 
 def _print_truth(console: Console, truths: tuple[GroundTruth, ...], measured: bool) -> None:

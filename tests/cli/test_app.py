@@ -22,8 +22,8 @@ def test_cli_flag_set_is_frozen() -> None:
     assert flags["ingest"] == ["as_json", "detail", "executor", "hops", "partial", "paths", "predict", "ray_address",
                                "steps_from"]
     assert flags["traces"] == ["as_json"]
-    assert flags["synth"] == ["dp", "hardware", "inject", "microbatches", "model", "out_dir", "pp", "ranks",
-                              "seed", "steps", "tp", "whatif"]
+    assert flags["synth"] == ["dp", "hardware", "inject", "microbatches", "model", "op_table", "out_dir", "pp", "ranks",
+                              "seed", "slow_stage", "slow_worker", "steps", "tp", "uneven_microbatches", "whatif"]
     assert flags["train"] == ["data", "directed", "epochs", "hidden", "layers", "max_minutes",
                               "out", "patience", "refit_steps", "seed"]
     assert flags["gnn-eval"] == ["as_json", "checkpoint", "data", "plots", "record", "splits"]

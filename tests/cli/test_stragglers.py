@@ -41,3 +41,16 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         run = run_oracle("stragglers", *args, env=_env(tmp_path))
         assert run.returncode == 2 and message in run.stderr, (args, run.stderr)
         assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_synth_writes_an_op_table_whose_slow_worker_stragglers_names(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    made = run_oracle("synth", job, "--op-table", "--dp", "4", "--pp", "2", "--microbatches", "4", "--steps", "4",
+                      "--slow-worker", "3:1=2", env=_env(tmp_path))
+    assert made.returncode == 0, made.stderr
+    assert "truth: slow_worker" in made.stdout and {p.name for p in job.iterdir()} == {
+        "trace.parquet", "meta.yaml", "truth.json"}
+    out = json.loads(run_oracle("stragglers", job, "--json", env=_env(tmp_path)).stdout)
+    assert out["cause"] == "slow_worker" and out["fixes"][0]["workers"][0]["dp_rank"] == 3
+    bad = run_oracle("synth", job, "--op-table", "--slow-worker", "3=2", env=_env(tmp_path))
+    assert bad.returncode == 2 and "expected DP_RANK:STAGE=FACTOR" in bad.stderr
