@@ -86,10 +86,15 @@ def write_heatmap(a: StragglerAnalysis, path: Path) -> None:
     grid = heat(a).T  # stages as rows
     layout = a.graph.table.layout
     fig, ax = plt.subplots(figsize=(max(4.0, 0.35 * layout.dp + 2), max(2.0, 0.5 * layout.pp + 1.2)))
-    image = ax.imshow(grid, cmap="Reds", vmin=1.0, vmax=max(1.5, float(grid.max())), aspect="auto")
+    top = max(1.5, float(grid.max()))
+    image = ax.imshow(grid, cmap="Reds", vmin=1.0, vmax=top, aspect="auto")
     if layout.dp * layout.pp <= 128:
-        for s, d in np.ndindex(grid.shape):
-            ax.text(d, s, f"{grid[s, d]:.2g}", ha="center", va="center", fontsize=7)
+        for s, d in np.ndindex(grid.shape):  # white on the dark cells
+            ax.text(d, s, f"{grid[s, d]:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if grid[s, d] > 1 + 0.6 * (top - 1) else "black")
+    ax.set_yticks(range(layout.pp))
+    if layout.dp <= 32:
+        ax.set_xticks(range(layout.dp))
     ax.set_xlabel("DP rank")
     ax.set_ylabel("PP stage")
     ax.set_title(f"{layout.name or 'job'}: slowdown per worker (S = {a.slowdown:.2f})", fontsize=9)
