@@ -273,7 +273,8 @@ def write_reply(intent: str, slots: Slots, results: list[Result], trace: str | N
         reply = _hang(h)
     elif intent == "stragglers" and (p := result_of(results, "straggler_report")) is not None:
         reply = stragglers_reply(p, slots)
-    elif (asked := answer_question(intent, results, slots.category, edit_for(slots) is None)) is not None:
+    elif (asked := answer_question(intent, results, slots.category, edit_for(slots) is None,
+                                         slots.target == "kind=kernel")) is not None:
         reply = asked  # the questions asked next (answers_questions.py)
     else:
         reply = describe(intent, results) or Reply(template("out_of_scope"))

@@ -58,12 +58,22 @@ def _job_bound(b: dict[str, Any]) -> Reply:
                  check=_t("check_job", trace=b["trace"]))
 
 
-def _top_ops(o: dict[str, Any]) -> Reply:
+def _top_ops(o: dict[str, Any], kernels_first: bool = False) -> Reply:
+    """Host ops by critical-path time and GPU kernels (readable names) by GPU time, apart; the kernels
+    first when the question asked about kernels."""
     lines = [_t("top_op", **op) for op in o["ops"][:5]]
+    kernels = [_t("top_kernel", short_name=k["short_name"], dur_ms=k["dur_ms"], count=k["count"])
+               for k in (o.get("kernels") or [])[:5]]
+    where = "run" if o["step"] is None else "step"
+    if kernels_first and kernels:
+        verdict = _t(f"top_kernels_{where}", first=kernels[0], step=o["step"])
+        host = Evidence(_t("top_ops_host", ops="; ".join(lines[:3]) or "none"), "top_ops")
+        return Reply(verdict, [*(Evidence(line, "top_ops") for line in kernels[1:]), host])
     first = lines[0] if lines else "none"
     verdict = (_t("top_ops_run", steps=o["steps"], first=first) if o["step"] is None
                else _t("top_ops_step", step=o["step"], rank=o["rank"], first=first))
-    return Reply(verdict, [Evidence(line, "top_ops") for line in lines[1:]])
+    gpu = [Evidence(_t("top_kernels_gpu", kernels="; ".join(kernels[:3])), "top_ops")] if kernels else []
+    return Reply(verdict, [*(Evidence(line, "top_ops") for line in lines[1:]), *gpu])
 
 
 def _slowest(s: dict[str, Any]) -> Reply:
@@ -114,8 +124,9 @@ def _category(p: dict[str, Any] | None, category: str | None) -> Reply:
 
 
 def answer_question(intent: str, results: list[Result], category: str | None = None,
-                    no_change: bool = False) -> Reply | None:
-    """The answer to a question of these intents from this turn's results; None when they do not hold it."""
+                    no_change: bool = False, kernels_first: bool = False) -> Reply | None:
+    """The answer to a question of these intents from this turn's results; None when they do not hold it.
+    ``kernels_first``: the question asked about kernels (the top ops answer lists GPU kernels first)."""
     found = {name: result_of(results, name) for name in
              ("explain_step", "job_bound", "top_ops", "list_steps", "rank_like_peers", "whatif_run", "playbook_search")}
     if intent == "whatif_run" and found["whatif_run"] is None and no_change:
@@ -124,7 +135,9 @@ def answer_question(intent: str, results: list[Result], category: str | None = N
         return _category(found["playbook_search"], category)
     if intent in ("job_bound", "gpu_busy") and found["job_bound"] is not None:
         return _job_bound(found["job_bound"])
-    writers = {"step_time": ("explain_step", _step_time), "top_ops": ("top_ops", _top_ops),
+    if intent == "top_ops" and found["top_ops"] is not None:
+        return _top_ops(found["top_ops"], kernels_first)
+    writers = {"step_time": ("explain_step", _step_time),
                "slowest_step": ("list_steps", _slowest), "rank_like_peers": ("rank_like_peers", _like_peers),
                "whatif_run": ("whatif_run", _run_whatif)}
     if intent in writers and found[writers[intent][0]] is not None:

@@ -303,7 +303,7 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
         return next_questions.job_bound(ctx.store(), ctx.resolve(trace))
 
     def ops(step: int | None = None, trace: str | None = None) -> dict[str, Any]:
-        return next_questions.top_ops(ctx.store(), ctx.resolve(trace), step)
+        return next_questions.top_ops(ctx.store(), ctx.resolve(trace), step, settings=ctx.settings)
 
     def like_peers(rank: int, step: int | None = None, trace: str | None = None) -> dict[str, Any]:
         return next_questions.rank_like_peers(ctx.store(), ctx.resolve(trace), ctx.settings, step, rank)
@@ -361,7 +361,8 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
                                         "over its steady steps: each group's share of the wall time and what the "
                                         "GPU did (busy, idle, exposed communication)."),
         ("top_ops", ops, _StepOnly, "The ops carrying most critical-path time in a step, or summed over the run "
-                                    "when no step is given."),
+                                    "when no step is given, and the GPU kernels taking most GPU time (full "
+                                    "name and readable short_name)."),
         ("rank_like_peers", like_peers, _RankArgs, "What a step would take if one rank behaved like the others: "
                                                    "that rank's findings in the step fixed, predicted together."),
         ("whatif_run", run_whatif, _RunWhatIfArgs, "What an edit saves over every complete step of the run, "

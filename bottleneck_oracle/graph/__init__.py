@@ -6,6 +6,7 @@ Imports ``traces/`` and the shared base modules, nothing above.
 
 from bottleneck_oracle.graph.build import build_graph
 from bottleneck_oracle.graph.graph import CollectiveTable, ExecGraph, StepTable
+from bottleneck_oracle.graph.names import readable_kernel_name
 from bottleneck_oracle.graph.types import Bottleneck, Category, EdgeType, NodeKind, Role
 
 __all__ = [
@@ -18,4 +19,5 @@ __all__ = [
     "Role",
     "StepTable",
     "build_graph",
+    "readable_kernel_name",
 ]

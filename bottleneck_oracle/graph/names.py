@@ -11,7 +11,8 @@ import numpy as np
 
 from bottleneck_oracle.graph.types import Role
 
-__all__ = ["COMM_LIBRARIES", "classify_names", "collective_type", "comm_library", "p2p_direction", "step_number",
+__all__ = ["COMM_LIBRARIES", "KERNEL_NAME_MAX", "classify_names", "collective_type", "comm_library", "p2p_direction",
+           "readable_kernel_name", "step_number",
            "is_comm_kernel"]
 
 _LAUNCH = frozenset({
@@ -141,3 +142,121 @@ def classify_names(strings: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np
     kernel = np.array([is_comm_kernel(s) for s in strings], dtype=bool)
     gloo = np.array([s.startswith("gloo:") for s in strings], dtype=bool)
     return role, kernel, gloo
+
+
+# --- kernel names as engineers read them -------------------------------------------------------------
+KERNEL_NAME_MAX = 60  # characters of a readable kernel name
+_NCCL_KERNEL = re.compile(r"(nccl|rccl)(?:Dev)?Kernel_(\w+)")
+_XMMA = re.compile(r"^(sm\d+)_xmma_(\w+?)_([a-z]+\d+)[a-z0-9]*_\w*?tilesize(\d+x\d+x\d+)")
+_ARCH_GEMM = re.compile(r"^(?:ampere|volta|turing|maxwell|hopper|sm\d+)_\w*gemm")
+_TENSILE = re.compile(r"^Cijk_(\w+?)_(?:Bias|HAS?|SAV|UserArgs)_.*?(MT\d+x\d+x\d+)_(MI\d+x\d+x\d+)?")
+_GENERIC_LAST = frozenset({"kernel", "Kernel", "Kernel2", "device_kernel"})
+_ELEMENTWISE = re.compile(r"\w*(elementwise|reduce)\w*kernel\w*")
+_SELF_FUNCTOR = re.compile(r"Functor(?:OnSelf|OnOther)?_(\w+?)<")
+_NAMED = re.compile(r"(\w+?)(?:Functor|Ops)<|(\w+?)_functor<")
+_WRAPPERS = frozenset({"Binary", "AUnary", "BUnary", "Unary", "Reduce", "func_wrapper_t"})
+_FUNCTION = re.compile(r"::(\w+)(?:<[^()]*>)?\(")
+_NOT_OPS = frozenset({"operator", "gpu_kernel_impl", "gpu_kernel_impl_nocast", "gpu_index_kernel"})
+_OP_SUFFIX = re.compile(
+    r"(Internal|_cuda_kernel|_kernel_cuda|_kernel_impl|_kernel|CUDAKernelImpl|KernelImpl|_cuda|_impl)+$")
+
+
+def _depth0(text: str, stop: str) -> int:
+    """Index of the first ``stop`` character outside every ``<...>`` and ``(...)`` (len(text) if none)."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch == stop and depth == 0:
+            return i
+        depth += (ch in "<(") - (ch in ">)")
+    return len(text)
+
+
+def _without_templates(text: str) -> str:
+    out, depth = [], 0
+    for ch in text:
+        depth += ch == "<"
+        if depth == 0:
+            out.append(ch)
+        depth -= ch == ">" and depth > 0
+    return "".join(out)
+
+
+def _snake(word: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", word).lower()
+
+
+def _clip(words: str) -> str:
+    """At most ``KERNEL_NAME_MAX`` characters, cut at a word or ``_`` boundary where one is near."""
+    if len(words) <= KERNEL_NAME_MAX:
+        return words
+    cut = max(words.rfind(" ", 0, KERNEL_NAME_MAX + 1), words.rfind("_", 0, KERNEL_NAME_MAX + 1))
+    return words[:cut if cut > KERNEL_NAME_MAX // 2 else KERNEL_NAME_MAX].rstrip(" _")
+
+
+def _identifier(name: str) -> str:
+    """Readable form of a plain identifier kernel name (no C++ scope)."""
+    if m := _XMMA.match(name):
+        arch, op, dtype, tile = m.groups()
+        half = len(dtype) // 2
+        dtype = dtype[:half] if dtype[:half] == dtype[half:] else dtype
+        return f"{arch} {op.replace('_', ' ')} {dtype} {tile}"
+    if m := _TENSILE.match(name):
+        return " ".join(g for g in ("tensile Cijk_" + m.group(1), m.group(2), m.group(3)) if g)
+    if _ARCH_GEMM.match(name) or name.startswith("cutlass_"):
+        return _clip(" ".join(w for w in name.split("_") if w and w != "optimized" and not w.startswith("align")))
+    return _clip(name)
+
+
+def _op_of(args: str) -> str:
+    """The informative part of a PyTorch elementwise/reduce kernel's template arguments: its functor's
+    or the op function's name (``CUDAFunctor_add`` → add, ``MulFunctor`` → mul, ``silu_kernel`` → silu)."""
+    if m := _SELF_FUNCTOR.search(args):
+        return m.group(1)
+    named = [n for a, b in _NAMED.findall(args) if (n := a or b) and n.split("_")[-1] not in _WRAPPERS
+             and n not in _WRAPPERS and not n.startswith("CUDA")]
+    if named:
+        return _OP_SUFFIX.sub("", _snake(named[-1]))
+    for m in _FUNCTION.finditer(args):
+        if m.group(1) not in _NOT_OPS:
+            return _OP_SUFFIX.sub("", m.group(1)) or m.group(1)
+    return ""
+
+
+def _scoped(name: str) -> str:
+    """Readable form of a demangled C++ signature: return type, namespaces, templates and arguments gone."""
+    text = name.replace("(anonymous namespace)::", "")
+    head = text[:_depth0(text, "(")]
+    open_at = _depth0(head, "<")
+    args = head[open_at + 1:head.rfind(">")] if open_at < len(head) else ""
+    qualified = _without_templates(head).split()[-1] if _without_templates(head).split() else head
+    parts = [p for p in qualified.split("::") if p]
+    base = parts[-1] if parts else qualified
+    if base in _GENERIC_LAST and re.fullmatch(r"\w+", args.strip()):
+        base = _identifier(args.strip())
+    elif base in _GENERIC_LAST and len(parts) > 1:
+        base = f"{parts[-2]} {base}"
+    if base.startswith("flash_"):
+        base = base.removesuffix("_kernel")
+    if _ELEMENTWISE.fullmatch(base):
+        if op := _op_of(args):
+            op = op[:max(KERNEL_NAME_MAX - len(base) - 3, 8)]
+            return f"{base} ({op})"[:KERNEL_NAME_MAX] if len(base) < KERNEL_NAME_MAX - 10 else _clip(base)
+    library = next((lib for lib in ("cudnn", "cublasLt", "cublas") if parts and lib in parts[0]), "")
+    return _clip(f"{library} {base}".strip())
+
+
+def readable_kernel_name(name: str) -> str:
+    """A GPU kernel's name the way engineers read it: ``void``, return types, namespaces, template
+    arguments and argument lists gone, the informative tokens of well-known families kept
+    (``cudnn dgrad_engine``, ``sm90 gemm bf16 128x128x64``, ``ampere sgemm 128x64 tn``, ``flash_fwd``,
+    ``nccl AllReduce Sum bf16 RING LL``, ``vectorized_elementwise_kernel (add)``); at most
+    ``KERNEL_NAME_MAX`` characters, never empty (the name's first characters when nothing is left)."""
+    text = name.strip().removeprefix("void ").strip()
+    if m := _NCCL_KERNEL.search(text):
+        out = f"{m.group(1)} {m.group(2).replace('_', ' ')}"
+    elif re.fullmatch(r"[\w.$]+", text):
+        out = _identifier(text)
+    else:
+        out = _scoped(text)
+    out = _clip(re.sub(r"[<>]", "", out).strip())
+    return out or name.strip()[:KERNEL_NAME_MAX] or "kernel"

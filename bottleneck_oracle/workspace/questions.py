@@ -8,8 +8,11 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+import numpy as np
+
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.errors import ConfigError, NotFoundError
+from bottleneck_oracle.graph import NodeKind, readable_kernel_name
 from bottleneck_oracle.graphdb import GraphStore
 from bottleneck_oracle.truth.edits import format_edit, parse_edit
 from bottleneck_oracle.whatif.predict import baseline_ms, predict_whatif
@@ -18,7 +21,7 @@ from bottleneck_oracle.workspace.loaded import LoadedTrace
 from bottleneck_oracle.workspace.traces import open_trace
 from bottleneck_oracle.workspace.whatif import whatif_trace
 
-__all__ = ["BOUNDS", "GPU_BOUND_PCT", "job_bound", "rank_like_peers", "top_ops", "whatif_run"]
+__all__ = ["BOUNDS", "GPU_BOUND_PCT", "job_bound", "rank_like_peers", "top_kernels", "top_ops", "whatif_run"]
 
 GPU_BOUND_PCT = 80.0  # a job whose GPU is busy this much of its steady steps is GPU-bound
 # the attribution's categories, grouped by what bounds a job; the idle time in which GPU work waited for
@@ -67,12 +70,34 @@ def job_bound(store: GraphStore, t: LoadedTrace) -> dict[str, Any]:
             "gpu": gpu, "has_gpu": gpu is not None}
 
 
-def top_ops(store: GraphStore, t: LoadedTrace, step: int | None = None, k: int = step_questions.TOP_OPS) -> dict[str, Any]:
+def top_kernels(t: LoadedTrace, settings: Settings, step: int | None = None,
+                k: int = step_questions.TOP_OPS) -> list[dict[str, Any]]:
+    """The GPU kernels (every rank) taking most GPU time, of one step or of the whole trace: ``name`` the
+    full name, ``short_name`` the readable one (``graph.readable_kernel_name``)."""
+    g = open_trace(t.trace_id, settings).analysis.graph
+    mask = g.kind == NodeKind.KERNEL
+    if step is not None:
+        mask &= g.step == step
+    totals: dict[str, list[int]] = {}
+    for node in np.flatnonzero(mask):
+        total = totals.setdefault(g.node_name(int(node)), [0, 0])
+        total[0] += 1
+        total[1] += int(g.dur_ns[node])
+    top = sorted(totals.items(), key=lambda kv: -kv[1][1])[:k]
+    return [{"name": name, "short_name": readable_kernel_name(name), "count": n, "dur_ms": _ms(ns / 1e6)}
+            for name, (n, ns) in top]
+
+
+def top_ops(store: GraphStore, t: LoadedTrace, step: int | None = None, k: int = step_questions.TOP_OPS,
+            settings: Settings | None = None) -> dict[str, Any]:
     """The ops carrying most critical-path time: of one step (its explained rank), or summed over
-    every complete (step, rank) of the run when no step is named."""
+    every complete (step, rank) of the run when no step is named; with ``settings``, also the GPU
+    kernels taking most GPU time (``kernels``, see ``top_kernels``)."""
+    kernels = {"kernels": top_kernels(t, settings, step, k)} if settings is not None else {}
     if step is not None:
         step, rank = step_questions.pick_step(store, t, step)
-        return {"trace": t.name, "step": step, "rank": rank, "ops": step_questions._top_ops(store, t, step, rank, k)}  # noqa: SLF001
+        ops = step_questions._top_ops(store, t, step, rank, k)  # noqa: SLF001
+        return {"trace": t.name, "step": step, "rank": rank, "ops": ops} | kernels
     totals: dict[tuple[str, str], dict[str, Any]] = {}
     rows = [r for r in step_questions.step_rows(store, t) if not r["partial"]]
     for r in rows:
@@ -84,7 +109,7 @@ def top_ops(store: GraphStore, t: LoadedTrace, step: int | None = None, k: int =
             g["dur_ms"] += op["dur_ms"]
     top = sorted(totals.values(), key=lambda g: -g["critical_ms"])[:k]
     return {"trace": t.name, "step": None, "steps": len({r["step"] for r in rows}),
-            "ops": [g | {"critical_ms": _ms(g["critical_ms"]), "dur_ms": _ms(g["dur_ms"])} for g in top]}
+            "ops": [g | {"critical_ms": _ms(g["critical_ms"]), "dur_ms": _ms(g["dur_ms"])} for g in top]} | kernels
 
 
 def rank_like_peers(store: GraphStore, t: LoadedTrace, settings: Settings, step: int | None,

@@ -132,3 +132,14 @@ def test_ask_about_a_pipeline_job_answers_from_its_op_table_alone(tmp_path: Path
     asked = run_oracle("ask", "is the pipeline unbalanced?", env=_env(tmp_path))  # no --pipeline: says what to pass
     assert asked.returncode == 2 and "--pipeline" in asked.stdout + asked.stderr
     assert not (tmp_path / "falkordb").exists()
+
+
+def test_which_kernels_lists_gpu_kernels_by_readable_name(tmp_path: Path) -> None:
+    wild = Path("/work/shared/traces/wild/tracelens/h100/falconsai_nsfw")
+    out = run_oracle("ask", "which kernels take the most time?", "--trace", wild, env=_env(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("The GPU kernels of the run") and "sm90 gemm bf16 128x128x64" in out.stdout
+    assert "<" not in out.stdout and "Host ops by critical-path time" in out.stdout
+    from bottleneck_oracle.graphdb import stop_server
+
+    stop_server(tmp_path)

@@ -28,6 +28,15 @@ def test_a_gpu_job_reads_its_busy_time(store: GraphStore, gpu_settings: Settings
     assert b["has_gpu"] and 0 <= b["gpu"]["busy_pct"] <= 100 and b["gpu"]["idle_ms"] >= 0
 
 
+def test_top_ops_lists_gpu_kernels_by_full_and_readable_name(gpu_settings: Settings) -> None:
+    with open_store(gpu_settings, start=True) as s:
+        t = loaded_trace(s, None, gpu_settings)
+        run = questions.top_ops(s, t, settings=gpu_settings)
+    kernels = run["kernels"]
+    assert kernels and kernels[0]["dur_ms"] >= kernels[-1]["dur_ms"]
+    assert all(k["short_name"] and "<" not in k["short_name"] and k["name"] for k in kernels)
+
+
 def test_top_ops_of_a_step_and_of_the_run(store: GraphStore, gpt: LoadedTrace) -> None:
     one = questions.top_ops(store, gpt, 5)
     run = questions.top_ops(store, gpt)
