@@ -90,6 +90,9 @@ def _apply(a: StragglerAnalysis, edit: Edit, own: np.ndarray, ideal: np.ndarray)
             raise ConfigError(f"edit {format_edit(edit)}: on a pipeline job only 'fix straggler_rank' applies")
         if not edit.select.ranks:  # no stragglers anywhere: the study's ideal
             return np.where(_selected(a, edit), ideal, own), "every op at its type's typical time (the ideal)"
+        if g.table.layout.dp == 1:
+            raise ConfigError(f"edit {format_edit(edit)}: each stage has one replica, so no worker to measure a "
+                              f"healthy one by; try 'move_layer' or 'scale rank=R x2' instead")
         ranks = recorded_ranks(a, edit)
         workers = np.isin(g.column(g.table.rank), ranks)  # no measure of health in any step
         stands = [f"rank {r} as its group's recorded rank {f}" for r, f in zip(edit.select.ranks, ranks) if r != f]

@@ -42,6 +42,15 @@ def test_a_rank_the_table_does_not_record_stands_for_its_groups_recorded_rank(jo
         _whatif(a, "fix straggler_rank rank=64")
 
 
+def test_a_healthy_worker_needs_replicas_to_be_measured_by() -> None:
+    from tests.conftest import DATA
+
+    a = analyze_stragglers(build_job_graph(read_op_table(DATA / "pipeline" / "unbalanced_2rank")))
+    with pytest.raises(ConfigError, match="each stage has one replica"):
+        _whatif(a, "fix straggler_rank rank=1")
+    assert _whatif(a, "fix straggler_rank").after.mean_ns == a.ideal.mean_ns  # no stragglers: still the ideal
+
+
 def test_no_stragglers_at_all_is_the_ideal(jobs) -> None:  # type: ignore[no-untyped-def]
     a = jobs["ST"]
     assert _whatif(a, "fix straggler_rank").after.mean_ns == a.ideal.mean_ns
