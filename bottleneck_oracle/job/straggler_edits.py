@@ -19,7 +19,7 @@ import numpy as np
 
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.job.straggler_verdict import interval_ns
-from bottleneck_oracle.job.stragglers import Replayed, StragglerAnalysis, even_work, peer_own, typical_own
+from bottleneck_oracle.job.stragglers import Replayed, StragglerAnalysis, even_work, peer_own
 from bottleneck_oracle.traces.op_table import COMPUTE, OPTYPES
 from bottleneck_oracle.truth.edits import Edit, EditKind, format_edit
 from bottleneck_oracle.vocabulary import Bottleneck
@@ -96,7 +96,7 @@ def _apply(a: StragglerAnalysis, edit: Edit, own: np.ndarray, ideal: np.ndarray)
         ranks = recorded_ranks(a, edit)
         workers = np.isin(g.column(g.table.rank), ranks)  # no measure of health in any step
         stands = [f"rank {r} as its group's recorded rank {f}" for r, f in zip(edit.select.ranks, ranks) if r != f]
-        return np.where(_selected(a, edit), peer_own(g, g.recorded_transfers(), workers), own), \
+        return np.where(_selected(a, edit), peer_own(g, a.recorded_own, workers), own), \
             "a healthy worker runs each op as the other workers of its stage do (their median)" + \
             (f"; {', '.join(stands)} (one rank of each tensor/sequence-parallel group is recorded)" if stands else "")
     if edit.kind in (EditKind.SCALE, EditKind.SET, EditKind.REMOVE):
@@ -130,8 +130,7 @@ def pipeline_whatif(a: StragglerAnalysis, edits: list[Edit]) -> PipelineWhatIf:
         ConfigError: an edit that does not apply to an op table, or selects a rank or step it lacks.
     """
     g = a.graph
-    own = g.recorded_transfers()
-    ideal = typical_own(g, own)
+    own, ideal = a.recorded_own, a.ideal_own
     notes = []
     for edit in edits:
         own, note = _apply(a, edit, own, ideal)

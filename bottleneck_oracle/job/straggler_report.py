@@ -9,7 +9,7 @@ import numpy as np
 
 from bottleneck_oracle.job.straggler_edits import PipelineWhatIf
 from bottleneck_oracle.job.straggler_verdict import Fix, StragglerVerdict, heat
-from bottleneck_oracle.job.stragglers import Share, StragglerAnalysis, typical_own
+from bottleneck_oracle.job.stragglers import Share, StragglerAnalysis
 from bottleneck_oracle.traces.op_table import OPTYPES
 
 __all__ = ["INTERVAL_SOURCE", "straggler_json", "timeline_events"]
@@ -49,7 +49,7 @@ def _whatif(w: PipelineWhatIf) -> dict[str, Any]:
 def straggler_json(a: StragglerAnalysis, v: StragglerVerdict, whatifs: list[PipelineWhatIf] = ()) -> dict[str, Any]:
     """Everything ``oracle stragglers --json`` prints."""
     g, layout = a.graph, a.graph.table.layout
-    rank = {(int(d), int(s)): int(r) for d, s, r in zip(g.table.dp_rank, g.table.stage, g.table.rank)}
+    rank = g.table.worker_ranks()
     steps = [int(s) for s in g.steps]
     return {
         "job": {"name": layout.name, "source": g.table.source, "dp_size": layout.dp, "pp_size": layout.pp,
@@ -89,7 +89,7 @@ def timeline_events(a: StragglerAnalysis, steps: int = 3) -> list[dict[str, Any]
     g = a.graph
     kept = min(steps, len(g.steps))
     per = g.instances // len(g.steps)
-    ideal_times = g.instance_times(g.replay(typical_own(g, g.recorded_transfers())))
+    ideal_times = g.instance_times(g.replay(a.ideal_own))
     events: list[dict[str, Any]] = []
     first = np.repeat(g.start_ns.reshape(len(g.steps), -1).min(1), per)  # a recorder's clock may run on across steps
     timelines = (("recorded", (g.start_ns - first, g.end_ns - first), a.recorded.step_ns),
@@ -107,8 +107,7 @@ def timeline_events(a: StragglerAnalysis, steps: int = 3) -> list[dict[str, Any]
                                "args": {"step": int(g.steps[i]), "seq_id": int(g.table.seq_id[r]),
                                         "mb_id": int(g.table.mb_id[r])}})
     for offset, label in enumerate(("recorded", "ideal")):
-        for (d, s), r in {(int(d), int(s)): int(r) for d, s, r in
-                          zip(g.table.dp_rank, g.table.stage, g.table.rank)}.items():
+        for (d, s), r in g.table.worker_ranks().items():
             events.append({"name": "process_name", "ph": "M", "pid": offset * 1_000_000 + r,
                            "args": {"name": f"{label} rank {r} (dp_rank {d}, stage {s})"}})
     return events

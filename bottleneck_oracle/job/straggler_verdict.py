@@ -58,7 +58,7 @@ def interval_ns(run: Replayed, residual: float) -> tuple[float, float]:
 
 def _workers(a: StragglerAnalysis) -> tuple[tuple[int, int, int], ...]:
     t = a.graph.table
-    rank = {(int(d), int(s)): int(r) for d, s, r in zip(t.dp_rank, t.stage, t.rank)}
+    rank = t.worker_ranks()
     return tuple((rank.get(w, -1), w[0], w[1]) for w in a.culprits)
 
 

@@ -63,6 +63,8 @@ class StragglerAnalysis:
     """The what-if analysis of one pipeline job (times in ns; keys of the attributions are strings)."""
 
     graph: JobGraph
+    recorded_own: np.ndarray  # int64[I] each op's recorded own time (duration, or a collective's transfer)
+    ideal_own: np.ndarray  # int64[I] its op type's typical time
     recorded: Replayed  # as recorded (launch gaps in)
     replayed: Replayed  # recorded durations and launch gaps: checks the model
     no_gaps: Replayed  # recorded durations, launch gaps removed
@@ -220,7 +222,7 @@ def analyze_stragglers(g: JobGraph, executor: Executor | None = None) -> Straggl
     (by_dp, step_by_dp), (by_stage, _), (by_type, _) = (_ratios(runs[d], g, ideal)
                                                          for d in ("dp_rank", "stage", "op_type"))
     layout = g.table.layout
-    rank_of = {(int(d), int(s)): int(r) for d, s, r in zip(g.table.dp_rank, g.table.stage, g.table.rank)}
+    rank_of = g.table.worker_ranks()
     by_worker = {(d, s): min(by_dp[str(d)], by_stage[str(s)]) for d in range(layout.dp) for s in range(layout.pp)}
     count = max(1, int(np.ceil(len(by_worker) * WORKER_FRACTION)))
     worst = tuple(sorted(by_worker, key=lambda w: (-by_worker[w], rank_of.get(w, 0)))[:count])
@@ -233,7 +235,8 @@ def analyze_stragglers(g: JobGraph, executor: Executor | None = None) -> Straggl
         (picked_workers, ideal_own), (stage == layout.pp - 1, ideal_own), (stage == worst_stage, ideal_own),
         (np.isin(g.column(g.table.optype), COMPUTE), even_work(g, recorded_own)))]
     return StragglerAnalysis(
-        graph=g, recorded=Replayed(g.recorded_step_ns()), replayed=replayed, no_gaps=no_gaps, ideal=ideal,
+        graph=g, recorded_own=recorded_own, ideal_own=ideal_own, recorded=Replayed(g.recorded_step_ns()),
+        replayed=replayed, no_gaps=no_gaps, ideal=ideal,
         by_dp_rank=by_dp, by_stage=by_stage, by_op_type=by_type, by_worker=by_worker, worst_workers=worst,
         culprits=culprits, healthy_workers=healthy, balanced_stages=_run(g, balance_stages(g, recorded_own)),
         worker_share=shares[0], stage_share=shares[1], worst_stage=worst_stage, worst_stage_share=shares[2],

@@ -95,6 +95,12 @@ class OpTable:
         """The step numbers, ascending."""
         return np.unique(self.step)
 
+    def worker_ranks(self) -> dict[tuple[int, int], int]:
+        """(dp_rank, stage) -> the global rank recorded for that worker."""
+        key = self.dp_rank.astype(np.int64) * self.layout.pp + self.stage
+        _, first = np.unique(key, return_index=True)
+        return {(int(self.dp_rank[i]), int(self.stage[i])): int(self.rank[i]) for i in first}
+
     def take(self, rows: np.ndarray) -> OpTable:
         """The table of the rows ``rows`` (indices or a bool mask)."""
         cols = {c: getattr(self, c)[rows] for c in ("dp_rank", "stage", "rank", "step", "optype", "start_ns",

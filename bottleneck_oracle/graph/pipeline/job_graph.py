@@ -125,8 +125,7 @@ def _instances(table: OpTable, sched: PipelineSchedule) -> tuple[np.ndarray, np.
     code = lambda st, op, q: (st.astype(np.int64) * 16 + op) * seq_span + q  # noqa: E731
     lookup = dict(zip(code(sched.stage, sched.optype, sched.seq).tolist(), range(j_count)))
     keys = code(table.stage, table.optype, np.maximum(table.seq_id, 0))
-    j = np.array([lookup.get(k, -1) for k in keys.tolist()], dtype=np.int64) if len(keys) < 50_000 else \
-        _vector_lookup(keys, lookup)
+    j = _vector_lookup(keys, lookup)
     steps, step_idx = np.unique(table.step, return_inverse=True)
     ok = j >= 0
     slot = (step_idx * dp + table.dp_rank) * j_count + np.where(ok, j, 0)

@@ -87,6 +87,7 @@ class _Builder:
         self.deps: list[tuple[int, int, int]] = []
         self.groups: list[tuple[list[int], bool]] = []
         self.noop = np.zeros(len(self.t), dtype=bool)
+        self.valid: dict[tuple[int, int], list[int]] = {}  # (stage, p2p code) -> its ops that have a peer, in order
 
     def op(self, stage: int, code: int, seq: int) -> int | None:
         return self.key.get((stage, code, seq))
@@ -126,7 +127,6 @@ class _Builder:
     def _match_p2p(self, s: int) -> None:
         """Each send/recv to the compute it serves; peers numbered by valid op, ``noop`` for the rest."""
         t = self.t
-        self.valid: dict[int, list[int]] = getattr(self, "valid", {})
         for fwd in (True, False):
             comp = self.of(s, F if fwd else B)
             if not len(comp):

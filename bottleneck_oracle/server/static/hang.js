@@ -2,8 +2,8 @@
 // `oracle hang --json`, and show its verdict and the stuck group's ranks as rows, its collective sequence
 // numbers as columns, the stuck one marked. Everything from a dump is written as text (dom.js).
 
-import { call } from "./api.js";
 import { el, fill } from "./dom.js";
+import { uploadFiles } from "./upload.js";
 
 const $ = (id) => document.getElementById(id);
 const COLUMNS = 12;  // as `oracle hang` prints: the stuck sequence number last but two
@@ -59,24 +59,9 @@ function render(report) {
   out.dataset.state = "done";
 }
 
-async function upload(ev) {
+function upload(ev) {
   ev.preventDefault();
-  const files = $("hang-files").files;
-  fill($("hang-error"));
-  $("hang-result").dataset.state = "running";
-  if (!files.length) {
-    fill($("hang-error"), "choose the dump files first (one per rank)");
-    $("hang-result").dataset.state = "error";
-    return;
-  }
-  const form = new FormData();
-  for (const f of files) form.append("files", f, f.name);
-  try {
-    render(await (await call("api/hang", { method: "POST", body: form })).json());
-  } catch (err) {
-    fill($("hang-error"), err.message);
-    $("hang-result").dataset.state = "error";
-  }
+  uploadFiles("hang", "api/hang", "choose the dump files first (one per rank)", render);
 }
 
 $("hang-form")?.addEventListener("submit", upload);

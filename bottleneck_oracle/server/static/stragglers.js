@@ -3,8 +3,8 @@
 // headline, its fixes and what-ifs, and the heatmap of each worker's slowdown: DP ranks across, stages down, the
 // hottest worker red. Everything from the upload or the report is written as text (dom.js).
 
-import { call } from "./api.js";
 import { el, fill } from "./dom.js";
+import { uploadFiles } from "./upload.js";
 
 const $ = (id) => document.getElementById(id);
 const HEAD = { none: "No stragglers", slow_worker: "Slow worker", stage_imbalance: "Stage imbalance",
@@ -76,31 +76,18 @@ function render(r) {
   $("stragglers-result").dataset.state = "done";
 }
 
-async function upload(ev) {
+function upload(ev) {
   ev.preventDefault();
-  const files = $("stragglers-files").files;
-  fill($("stragglers-error"));
-  $("stragglers-result").dataset.state = "running";
-  if (!files.length) {
-    fill($("stragglers-error"), "choose the op table first (trace.parquet or .csv, and its meta.yaml)");
-    $("stragglers-result").dataset.state = "error";
-    return;
-  }
-  const form = new FormData();
-  for (const f of files) form.append("files", f, f.name);
-  for (const key of ["dp", "pp"]) {
-    const value = $(`stragglers-${key}`).value.trim();
-    if (value) form.append(key, value);
-  }
-  for (const edit of $("stragglers-whatif").value.split("\n").map((t) => t.trim()).filter(Boolean)) {
-    form.append("whatif", edit);
-  }
-  try {
-    render(await (await call("api/stragglers", { method: "POST", body: form })).json());
-  } catch (err) {
-    fill($("stragglers-error"), err.message);
-    $("stragglers-result").dataset.state = "error";
-  }
+  uploadFiles("stragglers", "api/stragglers", "choose the op table first (trace.parquet or .csv, and its meta.yaml)",
+    render, (form) => {
+      for (const key of ["dp", "pp"]) {
+        const value = $(`stragglers-${key}`).value.trim();
+        if (value) form.append(key, value);
+      }
+      for (const edit of $("stragglers-whatif").value.split("\n").map((t) => t.trim()).filter(Boolean)) {
+        form.append("whatif", edit);
+      }
+    });
 }
 
 $("stragglers-form")?.addEventListener("submit", upload);
