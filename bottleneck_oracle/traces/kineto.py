@@ -22,7 +22,7 @@ import msgspec
 import numpy as np
 
 from bottleneck_oracle.traces._decode import DecodedFile, Event, EventArgs, decode_events, decode_exact_times
-from bottleneck_oracle.traces._other_recorders import kernel_kind, lane_id
+from bottleneck_oracle.traces._other_recorders import lane_id, recorded_kinds
 from bottleneck_oracle.traces._validate import (
     DUR_MAX_NS, MAX_RANKS, Checks, check_header, float_column, int_column, tally, time_checks, time_ok, to_int,
     uint_column,
@@ -234,8 +234,7 @@ def _chunk_columns(xs: list[Event], interner: _Interner) -> tuple[dict[str, np.n
     col["dtype"] = interner.column([a.dtype for a in args])
     kind_of = {c: _KIND_BY_CAT[c.lower()] for c in {e.cat for e in xs}}  # type: ignore[union-attr]
     kinds = [kind_of[e.cat] for e in xs]
-    by_name = {n: kernel_kind(n) for n in {n for n, k in zip(names, kinds) if k == EventKind.KERNEL}}
-    col["kind"] = np.array([by_name[n] if k == EventKind.KERNEL else k for n, k in zip(names, kinds)], dtype=np.int8)
+    col["kind"] = recorded_kinds(names, kinds)
     col["pid"] = interner.column([str(e.pid) for e in xs])
     col["tid"] = interner.column([str(e.tid) for e in xs])
     col["ts"] = float_column([e.ts for e in xs])  # µs ints < 2**53 stay exact; None → nan

@@ -31,7 +31,7 @@ __all__ = ["REGISTRY_NAME", "Resolved", "TraceEntry", "atomic_write", "find_entr
 
 REGISTRY_NAME = "traces.json"
 _CACHE_DIR = "analyses"
-_CACHE_VERSION = 7  # bump when Analysis changes shape or results: older pickles are then analysed again
+_CACHE_VERSION = 8  # bump when Analysis changes shape or results: older pickles are then analysed again
 
 
 @dataclass(frozen=True, slots=True)
