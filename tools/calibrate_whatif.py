@@ -1,5 +1,6 @@
 """Writes ``bottleneck_oracle/whatif/calibration.json``: the replay's savings against the real re-runs the
-project holds (``tests/data/*/whatif.json``), per edit kind. Run after a change to the replay or the pairs;
+project holds (``whatif.json`` under ``tests/data``, one or two folders down: ``whatif/accuracy.py``'s
+``real_pairs``), per edit kind. Run after a change to the replay or the pairs;
 ``tests/whatif/test_calibration.py`` fails while the file and the pairs disagree.
 
 Usage: ``python tools/calibrate_whatif.py [--check]``.
@@ -12,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bottleneck_oracle.whatif.accuracy import real_pairs  # noqa: E402
+from bottleneck_oracle.whatif.accuracy import pair_folders, real_pairs  # noqa: E402
 from bottleneck_oracle.whatif.calibration import CALIBRATION, load_ratios, ratios_of, save_ratios  # noqa: E402
 
 PAIRS = Path(__file__).resolve().parents[1] / "tests" / "data"
@@ -20,9 +21,8 @@ PAIRS = Path(__file__).resolve().parents[1] / "tests" / "data"
 
 def measured() -> dict:  # type: ignore[type-arg]
     """The ratios of the pairs as they are now."""
-    folders = sorted(p.parent for p in PAIRS.glob("*/whatif.json"))
     return ratios_of([(p.name, p.edit.kind.value, str(p.edit), p.recorded_ms, p.predicted_ms, p.measured_ms)
-                      for p in real_pairs(folders)])
+                      for p in real_pairs(pair_folders(PAIRS), root=PAIRS)])
 
 
 if __name__ == "__main__":

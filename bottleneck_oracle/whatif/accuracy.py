@@ -3,7 +3,8 @@ predictor and measured on the job simulated again, per edit type.
 
 The measurement is the re-run's traces analysed by the same code that made the prediction, so a
 prediction and its truth use one ruler (``whatif/verify.py``). This is what the README's table and
-the evaluation harness's what-if suite report.
+the evaluation harness's what-if suite report. ``real_pairs`` holds the replay to real jobs recorded
+twice (``tests/data``), the pairs ``whatif/calibration.py`` draws its intervals from.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ import json
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from bottleneck_oracle.analysis.analysis import Analysis, analyze
+from bottleneck_oracle.analysis.diff import steady_steps
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.synth.config import SynthConfig
 from bottleneck_oracle.synth.synthesize import synthesize
@@ -30,7 +32,8 @@ from bottleneck_oracle.whatif.verify import rerun_step_ms
 if TYPE_CHECKING:
     from bottleneck_oracle.gnn.predict import Predictor
 
-__all__ = ["FAULT_JOBS", "RealPair", "Score", "job_edits", "mape_table", "real_pairs", "score_job", "score_jobs"]
+__all__ = ["FAULT_JOBS", "RealPair", "Score", "job_edits", "mape_table", "pair_folders", "real_pairs", "score_job",
+           "score_jobs"]
 
 _TINY = {"model": "tiny", "dp": 4, "steps": 4}
 _GPT2 = {"model": "gpt2-small", "dp": 4, "steps": 4}
@@ -156,15 +159,17 @@ def mape_table(scores: Iterable[Score]) -> dict[str, dict[str, float]]:
 
 @dataclass(frozen=True, slots=True)
 class RealPair:
-    """A real job recorded, changed and recorded again (``whatif.json`` beside its traces), and the replay's
+    """A real job recorded, changed and recorded again (``whatif.json``, see ``real_pairs``), and the replay's
     prediction of the changed step.
 
     Args:
-        name (str): the job's folder name.
-        edit (Edit): the change.
+        name (str): the pair's folder (relative to the root it was found under, else its name).
+        edit (Edit): the change, naming the step it changed.
         step (int): the step it changed.
         recorded_ms, predicted_ms, measured_ms (float): the step's time before, as the replay predicts it
-            after, and as the re-run measured it after (each its slowest rank).
+            after, and as the re-run measured it after (each its slowest rank; a separate re-run: the median
+            of its steady steps).
+        traces (Path): the folder of the traces the replay read (the run before the change).
     """
 
     name: str
@@ -173,25 +178,80 @@ class RealPair:
     recorded_ms: float
     predicted_ms: float
     measured_ms: float
+    traces: Path
 
 
-def real_pairs(folders: Iterable[Path]) -> list[RealPair]:
+def _median_steady_step(a: Analysis, folder: Path) -> int:
+    """The run's median steady step: its steady steps by time, the middle one (of two, the slower, as
+    ``oracle diff`` picks its median step)."""
+    steady = steady_steps(a)
+    if not steady.steady:
+        raise ConfigError(f"{folder}: no steady step to edit")
+    return sorted(steady.steady, key=lambda s: steady.walls[s][0])[len(steady.steady) // 2]
+
+
+def _steady_median_ms(folder: Path) -> float:
+    """The median time of the steady steps of the run in ``folder`` (ms)."""
+    steady = steady_steps(analyze(read_trace(folder)))
+    if not steady.steady:
+        raise ConfigError(f"{folder}: no steady step to measure")
+    return round(float(np.median(steady.steady_ms)), 3)
+
+
+def _slowest_rank_ms(step_ms: list[list[Any]]) -> dict[int, float]:
+    """Step -> the re-run's time of it, its slowest rank (``step_ms`` rows [step, rank, before, after])."""
+    after: dict[int, float] = defaultdict(float)
+    for step, _, _, ms in step_ms:
+        after[step] = max(after[step], ms or 0.0)
+    return after
+
+
+def pair_folders(root: Path) -> list[Path]:
+    """The folders one or two levels under ``root`` that hold a ``whatif.json``, sorted."""
+    return sorted(p.parent for p in [*root.glob(f"*/{WHATIF_NAME}"), *root.glob(f"*/*/{WHATIF_NAME}")])
+
+
+def real_pairs(folders: Iterable[Path], root: Path | None = None) -> list[RealPair]:
     """The replay against every real re-run in ``folders`` (those holding a ``whatif.json``); an edit the
-    replay cannot predict from the trace (an injection removed by name) is left out."""
+    replay cannot predict from the trace (an injection removed by name) is left out.
+
+    An entry of ``whatif.json`` is one of two kinds:
+
+    - ``{"edit", "step_ms": [[step, rank, before_ms, after_ms], ...]}``: the job re-run in process, step for
+      step; the traces before lie beside ``whatif.json``, the edit's step is predicted (none named: the
+      slowest) and measured in the re-run.
+    - ``{"edit", "before": FOLDER, "rerun": FOLDER}``: two separate runs (subfolders of the pair's folder)
+      whose steps do not correspond; the before run's median steady step (``analysis.diff.steady_steps``;
+      the edit's own step if it names one) is predicted and measured against the median of the re-run's
+      steady steps.
+
+    Args:
+        root: names pairs by their path under it (default: by folder name).
+
+    Raises:
+        ConfigError: a separate run without a steady step.
+    """
     out = []
     for folder in folders:
-        truth = json.loads((folder / WHATIF_NAME).read_text())["edits"]
-        a = analyze(read_trace(folder))
-        for entry in truth:
+        name = folder.relative_to(root).as_posix() if root is not None else folder.name
+        runs: dict[Path, Analysis] = {}
+        for entry in json.loads((folder / WHATIF_NAME).read_text())["edits"]:
             edit = edit_from_json(entry["edit"])
-            after: dict[int, float] = defaultdict(float)
-            for step, _, _, ms in entry["step_ms"]:
-                after[step] = max(after[step], ms or 0.0)
+            traces = folder / entry.get("before", "")
+            if traces not in runs:
+                runs[traces] = analyze(read_trace(traces))
+            a = runs[traces]
+            step = edit.select.steps[0] if edit.select.steps else None
+            if "rerun" in entry:
+                step = step if step is not None else _median_steady_step(a, traces)
+                edit = replace(edit, select=replace(edit.select, steps=(step,)))
+                measured = {step: _steady_median_ms(folder / entry["rerun"])}
+            else:
+                measured = _slowest_rank_ms(entry["step_ms"])
             try:
-                step = check_step(a, edit.select.steps[0] if edit.select.steps else None)
+                step = check_step(a, step)
                 p = predict_whatif(a, step, [edit])
             except ConfigError:
                 continue
-            out.append(RealPair(folder.name, edit, step, p.baseline_ms, p.predicted_ms["replay"], after[step]))
+            out.append(RealPair(name, edit, step, p.baseline_ms, p.predicted_ms["replay"], measured[step], traces))
     return out
-

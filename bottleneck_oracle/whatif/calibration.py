@@ -1,9 +1,10 @@
 """How far the replay's savings have been from real re-runs, per edit kind, and the interval of a prediction.
 
-A real pair is a job recorded, changed, and recorded again (``whatif.json`` beside its traces: the step
-times of the re-run under each edit). For each pair the ratio of the saving the re-run measured to the
-saving the replay predicted says how right the replay was; ``calibration.json`` beside this module holds,
-per edit kind, the ratios of every real pair the project has (a test computes them again from the pairs).
+A real pair is a job recorded, changed, and recorded again (``whatif.json``: the step times of an in-process
+re-run under each edit, or the folders of two separate runs; ``accuracy.real_pairs``). For each pair the ratio
+of the saving the re-run measured to the saving the replay predicted says how right the replay was;
+``calibration.json`` beside this module holds, per edit kind, the ratios of every real pair the project has
+(a test computes them again from the pairs).
 
 An interval (``interval_for``) is the recorded step less the predicted saving times those ratios, widened by
 the run-to-run spread of the rank's other steps. An edit kind no real pair has measured gets the bounds every

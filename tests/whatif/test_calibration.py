@@ -1,6 +1,10 @@
 """Intervals of what-if predictions (``whatif/calibration.py``): drawn from the replay's error on real re-runs
 where the project has them (and those ratios are the pairs', computed again here), else from the bounds every
-speed-up obeys; the run-to-run spread of the rank's steps widens both."""
+speed-up obeys; the run-to-run spread of the rank's steps widens both.
+
+The real pairs are the captured CPU jobs (``tests/data/gloo_*``: an in-process re-run, step for step) and two
+public GPU pairs (``tests/data/resnet50_loader_workers``: ResNet-50 on a V100 with 0 and then 4 DataLoader
+workers, two separate runs: the before run's median steady step against the re-run's steady median)."""
 
 from __future__ import annotations
 
@@ -8,42 +12,99 @@ from pathlib import Path
 
 import pytest
 
-from bottleneck_oracle.analysis import analyze
+from bottleneck_oracle.analysis import Analysis, analyze
+from bottleneck_oracle.config import Settings
+from bottleneck_oracle.evals.types import Case, EditTruth, Expect
+from bottleneck_oracle.evals.whatif_suite import run_whatif
 from bottleneck_oracle.traces import read_trace
 from bottleneck_oracle.truth.edits import parse_edit
-from bottleneck_oracle.whatif.accuracy import RealPair, real_pairs
-from bottleneck_oracle.whatif.calibration import interval_for, load_ratios, ratios_of
+from bottleneck_oracle.whatif.accuracy import RealPair, pair_folders, real_pairs
+from bottleneck_oracle.whatif.calibration import Interval, interval_for, load_ratios, ratios_of
 from bottleneck_oracle.whatif.predict import predict_whatif
 from tests.conftest import DATA, WILD
 from tools.calibrate_whatif import measured
 
 QWEN = WILD / "tracelens" / "h100" / "qwen1.5_0.5b_chat"
+GPU_PAIRS = ("resnet50_loader_workers/jan", "resnet50_loader_workers/june")
+LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 
 
 @pytest.fixture(scope="module")
 def pairs() -> list[RealPair]:
-    return real_pairs(sorted(p.parent for p in DATA.glob("*/whatif.json")))
+    return real_pairs(pair_folders(DATA), root=DATA)
+
+
+@pytest.fixture(scope="module")
+def analyses(pairs: list[RealPair]) -> dict[Path, Analysis]:
+    return {p.traces: analyze(read_trace(p.traces)) for p in pairs}
 
 
 def _rows(pairs: list[RealPair]) -> list[tuple[str, str, str, float, float, float]]:
     return [(p.name, p.edit.kind.value, str(p.edit), p.recorded_ms, p.predicted_ms, p.measured_ms) for p in pairs]
 
 
+@pytest.fixture(scope="module")
+def left_out(pairs: list[RealPair], analyses: dict[Path, Analysis]) -> dict[str, Interval]:
+    """Each pair's interval from the calibration of the other pairs (leave one out)."""
+    out = {}
+    for i, p in enumerate(pairs):
+        a = analyses[p.traces]
+        rank = max((r for r in a.steps if r.step == p.step), key=lambda r: r.wall_ns).rank
+        others = ratios_of(_rows(pairs[:i] + pairs[i + 1:]))
+        out[p.name] = interval_for(a, p.step, rank, (p.edit,), p.recorded_ms, p.predicted_ms, None, others)
+    return out
+
+
 def test_the_calibration_file_is_what_the_real_pairs_say_now(pairs: list[RealPair]) -> None:
     assert load_ratios() == ratios_of(_rows(pairs)) == measured()
-    assert len(load_ratios()["fix"].ratios) >= 5
+    assert len(load_ratios()["fix"].ratios) >= 8
+    assert set(GPU_PAIRS) <= {name.split(":")[0] for name in load_ratios()["fix"].pairs}
 
 
-def test_each_real_re_run_lies_in_the_interval_the_other_pairs_give(pairs: list[RealPair]) -> None:
-    """Leave one out: the pair's own ratio is not in the calibration that judges it."""
-    inside = []
-    for i, p in enumerate(pairs):
-        others = ratios_of(_rows(pairs[:i] + pairs[i + 1:]))
-        a = analyze(read_trace(DATA / p.name))
-        rank = max((r for r in a.steps if r.step == p.step), key=lambda r: r.wall_ns).rank
-        iv = interval_for(a, p.step, rank, (p.edit,), p.recorded_ms, p.predicted_ms, None, others)
-        inside.append(iv.lo_ms <= p.measured_ms <= iv.hi_ms)
-    assert len(inside) >= 5 and sum(inside) / len(inside) >= 0.8, inside
+def test_each_real_re_run_lies_in_the_interval_the_other_pairs_give(pairs: list[RealPair],
+                                                                    left_out: dict[str, Interval]) -> None:
+    """Leave one out: the pair's own ratio is not in the calibration that judges it.
+
+    An interval spans the saving times the others' lowest to highest ratio (then widened by the step spread),
+    so a pair whose own ratio lies within the others' range lies inside it: a miss can only be a pair whose
+    ratio none of the others reached. Today 7 of 8 (88%): the host pause's re-run saved 0.71x of the predicted,
+    the others 0.90x to 1.09x.
+    """
+    inside = {p.name: left_out[p.name].lo_ms <= p.measured_ms <= left_out[p.name].hi_ms for p in pairs}
+    for kind in ratios_of(_rows(pairs)).values():
+        own = dict(zip((name.split(":")[0] for name in kind.pairs), kind.ratios))
+        for name, ratio in own.items():
+            others = [r for n, r in own.items() if n != name]
+            if min(others) <= ratio <= max(others):
+                assert inside[name], (name, ratio, left_out[name])
+    assert len(inside) >= 8 and sum(inside.values()) / len(inside) >= 0.8, inside
+    assert all(inside[name] for name in GPU_PAIRS), inside
+
+
+@pytest.mark.parametrize("name", GPU_PAIRS)
+def test_a_gpu_pair_lands_in_its_interval_within_15pct_of_the_rerun(name: str, pairs: list[RealPair],
+                                                                    left_out: dict[str, Interval],
+                                                                    analyses: dict[Path, Analysis]) -> None:
+    """Workers 0 to 4, its stall fixed: January's step 6, 158.499 ms, predicted 121.318 ms against the re-run's
+    117.806 (+3.0%); June's step 7, 179.733 ms, predicted 118.821 ms against 125.191 (-5.1%)."""
+    (p,) = [q for q in pairs if q.name == name]
+    iv = left_out[name]
+    assert iv.lo_ms <= p.measured_ms <= iv.hi_ms, iv
+    assert abs(p.predicted_ms - p.measured_ms) <= 0.15 * p.measured_ms
+    assert p.measured_ms < 0.85 * p.recorded_ms  # the fix is worth predicting: the re-run saved 15% or more
+    # the interval `oracle whatif` prints (the shipped calibration, this pair's own ratio in it) holds it too
+    shipped = predict_whatif(analyses[p.traces], p.step, [p.edit]).interval
+    assert shipped is not None and shipped.lo_ms <= p.measured_ms <= shipped.hi_ms
+
+
+def test_oracle_eval_counts_the_gpu_pairs_in_its_interval_coverage(pairs: list[RealPair], tmp_path: Path) -> None:
+    """The pairs as `oracle eval` cases: the what-if suite's interval coverage and tolerance over them."""
+    cases = [Case(p.name, p.traces, (), Expect("dataloader_stall", p.step, (), (LOADER,),
+                                               (EditTruth(str(p.edit), p.step, p.measured_ms, 15.0),)), kind="real")
+             for p in pairs if p.name in GPU_PAIRS]
+    result = run_whatif(cases, Settings(home=tmp_path, workers=2), model=False)
+    assert result.metrics["n"] == 2 and result.metrics["interval_coverage"] == 1.0
+    assert result.metrics["within_tolerance"] == 1.0, [r.details for r in result.cases]
 
 
 def test_an_edit_no_real_pair_measured_gets_the_speed_up_bounds_and_says_so() -> None:
