@@ -121,7 +121,9 @@ def _why_slow(results: list[Result], intent: str) -> Reply:
     if cause is None:
         if e.get("median_ms") is None:
             return Reply(template("no_median", **e))
-        return Reply(template("not_slow" if intent == "explain" else "none_slow", **e))
+        run = result_of(results, "job_bound")
+        like_others = [Evidence(template("run_of_step", headline=run["run"]["headline"]), "job_bound")] if run else []
+        return Reply(template("not_slow" if intent == "explain" else "none_slow", **e), like_others)
     ops = ", ".join(f"'{op}'" for op in cause["ops"]) or "(none named)"
     evidence = [Evidence(template("cause", category=cause["category"], ranks=rank_list(cause["ranks"]), ops=ops,
                                   evidence=cause["evidence"].rstrip(".")), "explain_step")]
@@ -261,6 +263,8 @@ def write_reply(intent: str, slots: Slots, results: list[Result], trace: str | N
         reply = Reply(template("out_of_scope"))
     elif intent == "whatif" and not results and edit_for(slots) is None:
         reply = Reply(template("no_trace_change"))
+    elif intent == "why_slow" and slots.step is None and slots.rank is None and result_of(results, "job_bound"):
+        reply = answer_question(intent, results)  # type: ignore[assignment]  # the run, the slowest step a detail
     elif intent in ("why_slow", "compare_steps") and result_of(results, "explain_step") is not None:
         reply = _why_slow(results, "explain" if slots.step is not None or intent == "compare_steps" else "any")
     elif intent == "whatif" and (w := result_of(results, "whatif")) is not None:
@@ -274,7 +278,7 @@ def write_reply(intent: str, slots: Slots, results: list[Result], trace: str | N
     elif intent == "stragglers" and (p := result_of(results, "straggler_report")) is not None:
         reply = stragglers_reply(p, slots)
     elif (asked := answer_question(intent, results, slots.category, edit_for(slots) is None,
-                                         slots.target == "kind=kernel")) is not None:
+                                   slots.target == "kind=kernel", slots.yes_no, slots.bounds)) is not None:
         reply = asked  # the questions asked next (answers_questions.py)
     else:
         reply = describe(intent, results) or Reply(template("out_of_scope"))

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bottleneck_oracle.agent.answer_text import moved, rank_list, result_of, signed, template
+from bottleneck_oracle.agent.answer_text import moved, result_of, signed, template
+from bottleneck_oracle.agent.answers_runs import compare_runs_reply
 from bottleneck_oracle.agent.planner import Result
 from bottleneck_oracle.agent.reply import Evidence, Reply
 
@@ -64,41 +65,14 @@ def _compare_ranks(c: dict[str, Any]) -> Reply:
                                           busy_b=c["gpu_b"]["busy_pct"], **c), "compare_ranks"))
     for rank, found in ((c["rank_b"], c["findings_b"]), (c["rank_a"], c["findings_a"])):
         if found:
-            named = "; ".join(f"{f['category']} ({f['impact_ms']} ms{', the cause of the step' if f['is_cause'] else ''})"
-                              for f in found[:3])
+            named = "; ".join(f"{f['category']} ({f['impact_ms']} ms"
+                              f"{', the cause of the step' if f['is_cause'] else ''})" for f in found[:3])
             evidence.append(Evidence(template("compare_ranks_findings", rank=rank, findings=named), "compare_ranks"))
     cause = c["cause"]
     if cause and cause["is_cause"] and not {c["rank_a"], c["rank_b"]} & set(cause["ranks"]):
         evidence.append(Evidence(template("compare_ranks_cause", category=cause["category"], rank=cause["rank"],
                                           step=c["step"]), "compare_ranks"))
     return Reply(template("compare_ranks", **c), evidence)
-
-
-def _compare_runs(c: dict[str, Any]) -> Reply:
-    """The verdict of ``oracle diff`` (how sure, how comparable) first, then the cause and the movers."""
-    comp = c["comparability"]
-    sure = f"{c['confidence_pct']}%" if c["confidence"] is not None else "unknown (no step spread)"
-    verdict = template("compare_runs_unchanged" if c["verdict"] == "unchanged" else "compare_runs", **c | {
-        "size": abs(c["delta_ms"]), "pct": f"{c['delta_pct']:+g}%", "sure": sure, "level": comp["level"],
-        "reasons": f": {'; '.join(comp['reasons'])}" if comp["reasons"] else ""})
-    evidence = []
-    cause, f = c.get("cause"), (c.get("cause") or {}).get("finding")
-    if cause and f:
-        evidence.append(Evidence(template("compare_runs_cause", category=cause["category"],
-                                          delta=signed(cause["delta_ms"]), found=f["category"], change=f["change"],
-                                          ranks=rank_list(f["ranks"]), found_ms=max(f["base_ms"], f["new_ms"])),
-                                 "compare_runs"))
-    top = c["moved"]
-    evidence.append(Evidence(template("compare_runs_moved", moved=moved(
-        {m["category"]: m["delta_ms"] for m in top["categories"]})), "compare_runs"))
-    ops = "; ".join(f"'{o['op']}' {signed(o['delta_ms'])}" for o in top["ops"])
-    if ops:
-        evidence.append(Evidence(template("compare_runs_ops", ops=ops), "compare_runs"))
-    w = c.get("whatif")
-    if w:
-        evidence.append(Evidence(template("compare_runs_whatif", **w | {
-            "slow": c[w["applied_to"]], "fast": c[w["predicts"]], "error": f"{w['error_pct']:+g}%"}), "compare_runs"))
-    return Reply(verdict, evidence, check=template("compare_runs_check", base=c["base"], new=c["new"]))
 
 
 def _gpu_busy(e: dict[str, Any]) -> Reply:
@@ -127,7 +101,8 @@ def _steps(s: dict[str, Any]) -> Reply:
                       for b in s.get("gpu_bound_steps", []))
     if bound:
         evidence.append(Evidence(template("steps_gpu_bound", bound=bound), "list_steps"))
-    waits = "; ".join(f"step {u['step']} on rank {u['rank']} {u['ms']} ms ({u['pct']}%)" for u in s.get("untraced_steps", []))
+    waits = "; ".join(f"step {u['step']} on rank {u['rank']} {u['ms']} ms ({u['pct']}%)"
+                      for u in s.get("untraced_steps", []))
     if waits:
         evidence.append(Evidence(template("steps_untraced", steps=waits), "list_steps"))
     which = (template("steps_slow", steps=", ".join(dict.fromkeys(str(x["step"]) for x in slow))) if slow
@@ -149,7 +124,7 @@ def _cypher(c: dict[str, Any]) -> Reply:
 
 HANDLERS: dict[str, tuple[str, Callable[[dict[str, Any]], Reply]]] = {
     "straggler": ("stragglers", _stragglers), "critical_path": ("critical_subgraph", _critical),
-    "compare_steps": ("compare_steps", _compare_steps), "compare_runs": ("compare_runs", _compare_runs),
+    "compare_steps": ("compare_steps", _compare_steps), "compare_runs": ("compare_runs", compare_runs_reply),
     "compare_ranks": ("compare_ranks", _compare_ranks),
     "gpu_busy": ("explain_step", _gpu_busy), "list_steps": ("list_steps", _steps),
     "list_traces": ("list_traces", _traces), "cypher": ("cypher", _cypher),

@@ -43,7 +43,70 @@ def _step_time(e: dict[str, Any]) -> Reply:
                  evidence, check=_t("check_step", trace=e.get("trace") or "TRACE", step=e["step"]))
 
 
-def _job_bound(b: dict[str, Any]) -> Reply:
+def _run_verdict(b: dict[str, Any], explained: dict[str, Any] | None = None, asked: str | None = None) -> Reply:
+    """The run's verdict (``job_bound``'s ``run``), its causes, the GPU, the slowest step as a detail (with its
+    cause, from ``explained``, when it has one), and the fix that saves most; ``asked``: the one bound a yes/no
+    question names, answered yes or no first."""
+    run = b["run"]
+    causes = "; ".join(_t("run_cause", cause=c["cause"], exposed_ms=c["exposed_ms"], exposed_pct=c["exposed_pct"],
+                          saving=_saving(c)) for c in run["causes"][:5])
+    evidence = [Evidence(_t("run_causes", causes=causes), "job_bound"), _gpu_line(b.get("gpu"), "job_bound", "job_gpu")]
+    s = b.get("slowest")
+    if s:
+        evidence.append(Evidence(_t("slowest_abnormal" if s["slow"] else "slowest_normal", **s
+                                    | {"ratio": round(s["wall_ms"] / s["median_ms"], 2) if s["median_ms"] else 0}),
+                                 "job_bound"))
+        cause = (explained or {}).get("cause")
+        if s["slow"] and cause and explained and explained.get("step") == s["step"]:
+            evidence.append(Evidence(_t("slowest_cause", category=cause["category"], step=s["step"],
+                                        ranks=", ".join(map(str, cause["ranks"])), impact_ms=cause["impact_ms"]),
+                                     "explain_step"))
+    if run["set_aside"]:
+        evidence.append(Evidence(_t("run_set_aside", steps=", ".join(map(str, run["set_aside"]))), "job_bound"))
+    c = run["cause"]
+    action = None
+    if c and c["saving_ms"] is not None and c["edits"]:
+        iv = c["saving_interval_ms"]
+        action = _t("run_action", trace=b["trace"], edit=c["edits"][0], saving_ms=c["saving_ms"],
+                    median_step_ms=run["median_step_ms"],
+                    interval=" " + _t("run_action_interval", lo=iv[0], hi=iv[1]) if iv else "")
+    verdict = run["headline"]
+    if asked:  # "is the job input-bound?": yes or no first
+        named = run["cause"]["cause"] if run["cause"] else "gpu"
+        verdict = ("Yes: " if named == asked else "No: ") + verdict
+    reply = Reply(verdict, evidence, action=action, check=_t("run_check", trace=b["trace"]))
+    reply.details = [_t("run_rule", rule=run["rule"])]
+    return reply
+
+
+def _saving(c: dict[str, Any]) -> str:
+    if c["saving_ms"] is None:
+        return ""
+    iv = c["saving_interval_ms"]
+    return (_t("run_saving", saving_ms=c["saving_ms"], lo=iv[0], hi=iv[1]) if iv
+            else _t("run_saving_bare", saving_ms=c["saving_ms"]))
+
+
+def _abnormal(b: dict[str, Any]) -> Reply:
+    """Did any step run abnormally long? Yes or no first, by the rule the findings use, stated."""
+    s = b.get("slowest")
+    if not s:
+        return Reply(_t("slowest_slow", slow="no rank has three complete steps to compare"))
+    rule = Evidence(_t("abnormal_rule", **s), "job_bound")
+    run = Evidence(_t("step_like_others", headline=b["run"]["headline"]), "job_bound")
+    if not s["slow_steps"]:
+        return Reply(_t("no_abnormal", **s), [rule, run], check=_t("run_check", trace=b["trace"]))
+    first, *rest = s["slow_steps"]
+    evidence = [rule]
+    if rest:
+        evidence.append(Evidence(_t("yes_others", others="; ".join(
+            f"step {x['step']} rank {x['rank']} {x['wall_ms']} ms ({x['ratio']}x)" for x in rest[:4])), "job_bound"))
+    return Reply(_t("yes_abnormal", **first), [*evidence, run], check=_t("check_slowest", step=first["step"]))
+
+
+def _job_bound(b: dict[str, Any], asked: str | None = None) -> Reply:
+    if "run" in b and b["bound"] != "untraced":
+        return _run_verdict(b, asked=asked)
     shares = ", ".join(f"{k} {v}%" for k, v in sorted(b["shares_pct"].items(), key=lambda kv: -kv[1]))
     cats = "; ".join(f"{k} {v} ms" for k, v in b["breakdown_ms"].items() if v > 0)
     if b["bound"] == "untraced":
@@ -61,7 +124,9 @@ def _job_bound(b: dict[str, Any]) -> Reply:
 def _top_ops(o: dict[str, Any], kernels_first: bool = False) -> Reply:
     """Host ops by critical-path time and GPU kernels (readable names) by GPU time, apart; the kernels
     first when the question asked about kernels."""
-    lines = [_t("top_op", **op) for op in o["ops"][:5]]
+    gpu_kinds = ("kernel", "memcpy", "memset")  # GPU work is listed by readable name with the kernels
+    host = [op for op in o["ops"] if op["kind"] not in gpu_kinds] if kernels_first else o["ops"]
+    lines = [_t("top_op", **op) for op in host[:5]]
     kernels = [_t("top_kernel", short_name=k["short_name"], dur_ms=k["dur_ms"], count=k["count"])
                for k in (o.get("kernels") or [])[:5]]
     where = "run" if o["step"] is None else "step"
@@ -124,17 +189,23 @@ def _category(p: dict[str, Any] | None, category: str | None) -> Reply:
 
 
 def answer_question(intent: str, results: list[Result], category: str | None = None,
-                    no_change: bool = False, kernels_first: bool = False) -> Reply | None:
+                    no_change: bool = False, kernels_first: bool = False, yes_no: bool = False,
+                    bounds: tuple[str, ...] = ()) -> Reply | None:
     """The answer to a question of these intents from this turn's results; None when they do not hold it.
-    ``kernels_first``: the question asked about kernels (the top ops answer lists GPU kernels first)."""
+    ``kernels_first``: the question asked about kernels (the top ops answer lists GPU kernels first);
+    ``yes_no``: it asked for a yes or a no (answered first), of the one bound in ``bounds`` it names."""
     found = {name: result_of(results, name) for name in
              ("explain_step", "job_bound", "top_ops", "list_steps", "rank_like_peers", "whatif_run", "playbook_search")}
+    if intent == "why_slow" and found["job_bound"] is not None:  # asked about the run, no step named
+        return _run_verdict(found["job_bound"], found["explain_step"])
+    if intent in ("slowest_step", "list_steps") and yes_no and found["job_bound"] is not None:
+        return _abnormal(found["job_bound"])
     if intent == "whatif_run" and found["whatif_run"] is None and no_change:
         return Reply(_t("no_change"))
     if intent == "explain_category":
         return _category(found["playbook_search"], category)
     if intent in ("job_bound", "gpu_busy") and found["job_bound"] is not None:
-        return _job_bound(found["job_bound"])
+        return _job_bound(found["job_bound"], bounds[0] if yes_no and len(bounds) == 1 else None)
     if intent == "top_ops" and found["top_ops"] is not None:
         return _top_ops(found["top_ops"], kernels_first)
     writers = {"step_time": ("explain_step", _step_time),

@@ -90,6 +90,8 @@ def _structured(results: list[Result]) -> dict[str, Any]:
         c = explained.get("cause")
         cause = ({"category": c["category"], "ranks": c["ranks"], "ops": c["ops"], "impact_ms": c["impact_ms"]}
                  if c else {"category": "none", "ranks": [], "ops": [], "impact_ms": None})
+    elif ok.get("compare_runs") is not None:  # two runs: the diff's cause (workspace/diff.py cause_of)
+        cause = ok["compare_runs"].get("cause")
     category = (cause or {}).get("category")
     remedy = next((e["title"] for e in remedies_first(ok.get("playbook_search"), category)), None)
     suggestions = []

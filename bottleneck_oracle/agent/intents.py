@@ -109,6 +109,17 @@ _EVEN = re.compile(r"even_microbatches|\b(?:even|equal|balanced|same[- ]sized?|u
                    r"(?:even|equal|balanced)", re.I)
 _NODE = re.compile(r"\b(?:node|machine|host|gpu|worker|rank|hardware|server)s?\b", re.I)
 _SPLIT = re.compile(r"\b(?:split|stages?|balanc\w*|imbalance|unbalanced|partition\w*|layers?|micro-?batch\w*)\b", re.I)
+# a question put for a yes or a no: it opens with an auxiliary verb ("did any ...", "is the GPU ...", "are there ...")
+_YES_NO = re.compile(r"^\s*(?:(?:so|and|but|ok|okay)[, ]+)?(?:did|does|do|is|are|was|were|has|have|had|can|could|will|"
+                     r"would|should)\b", re.I)
+# what a run may be bound by (``whatif/run_verdict.py``'s causes), as a question names it
+_BOUNDS = (("gpu", r"\bgpu[- ]?bound|\bcompute[- ]?bound|bound by (?:the )?(?:gpu|compute)"),
+           ("input", r"\binput[- ]?bound|data[- ]?load\w*[- ]bound|bound by (?:the )?(?:input|data)"
+                     r"|limited by (?:the )?data"),
+           ("host", r"\bhost[- ]?bound|\bcpu[- ]?bound|bound by (?:the )?(?:host|cpu)"),
+           ("communication", r"communication[- ]?bound|network[- ]?bound"
+                             r"|bound by (?:the )?(?:communication|network)"),
+           ("launch", r"launch[- ]?bound|bound by (?:kernel )?launch"))
 _OP_NAME = re.compile(r"\b[\w.]+::[\w.]+\b|'([^']{2,80})'|\"([^\"]{2,80})\"")
 # what a question may name as the thing to change: (pattern, selector of the edit language)
 TARGETS: tuple[tuple[str, str], ...] = (
@@ -149,6 +160,8 @@ class Slots:
     layers: int | None = None  # the layers each pipeline stage holds
     even_work: bool = False  # every micro-batch the same work
     either: bool = False  # weighs a bad worker against the pipeline split ("one bad node or the split?")
+    yes_no: bool = False  # asked to be answered yes or no ("did any step run abnormally long?")
+    bounds: tuple[str, ...] = ()  # what the run may be bound by, as named ("is the job input-bound?": input)
 
     @property
     def step(self) -> int | None:
@@ -193,4 +206,6 @@ def read_slots(question: str) -> Slots:
         names=names, stage_move=tuple(int(g) for g in move.groups() if g) if move else None,  # type: ignore[arg-type]
         layers=int(next(g for g in held.groups() if g)) if held else None, even_work=bool(_EVEN.search(q)),
         either=bool(re.search(r"\bor\b", q, re.I) and _NODE.search(q) and _SPLIT.search(q)),
+        yes_no=bool(_YES_NO.search(q)) and not re.search(r"\bor\b", q, re.I),  # "is it X or Y?" asks which
+        bounds=tuple(b for b, p in _BOUNDS if re.search(p, q, re.I)),
     )

@@ -142,13 +142,18 @@ def next_calls(intent: str, slots: Slots, question: str, results: list[Result]) 
     done = {r.name for r in results}
     if any(not r.ok for r in results):
         return None  # an error is answered (a step that does not exist lists those that do)
+    if intent == "why_slow" and slots.step is None and slots.rank is None:
+        # a question about the run: its verdict first, the slowest step (and its cause) as a detail
+        return None if done else [Call("job_bound", {}), Call("explain_step", {})]
     if intent in ("why_slow", "seen_before"):
         if "explain_step" not in done:
             return [Call("explain_step", _step_args(slots))]
-        cause = _first(results, "explain_step").data.get("cause")  # type: ignore[union-attr]
+        explained = _first(results, "explain_step").data  # type: ignore[union-attr]
+        cause = explained.get("cause")
+        if cause is None and intent == "why_slow":  # a step like the others: the answer is the run's
+            return None if "job_bound" in done or explained.get("slow") else [Call("job_bound", {})]
         if cause is None:
-            return None if intent == "why_slow" or "similar_findings" in done else [
-                Call("similar_findings", {"query": question, "k": 5})]
+            return None if "similar_findings" in done else [Call("similar_findings", {"query": question, "k": 5})]
         if intent == "seen_before" and "similar_findings" not in done:
             return [Call("similar_findings", {"query": f"{cause['category']}: {cause['evidence']}", "k": 5}),
                     Call("playbook_search", {"query": cause["evidence"], "k": 2, "category": cause["category"]})]
@@ -194,6 +199,8 @@ def next_calls(intent: str, slots: Slots, question: str, results: list[Result]) 
         # the first change and the ranked candidates; a longer plan re-analyses the job after each change
         return None if done else [Call("optimize", ({"step": slots.step} if slots.step is not None else {})
                                        | {"budget": 1})]
+    if intent in ("list_steps", "slowest_step") and slots.yes_no:  # "did any step run abnormally long?"
+        return None if done else [Call("list_steps", {}), Call("job_bound", {})]
     if intent == "list_steps":
         return None if done else [Call("list_steps", {})]
     if intent in _QUESTIONS or (intent == "gpu_busy" and slots.step is None):

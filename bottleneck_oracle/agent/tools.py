@@ -9,6 +9,7 @@ lists those that do). The same tools are served over MCP (``agent/mcp_server.py`
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -49,18 +50,24 @@ class ToolContext:
     timings: list[tuple[str, str, float]] = field(default_factory=list, repr=False)  # (tool, args JSON, ms)
     _store: GraphStore | None = field(default=None, repr=False)
     _traces: dict[str, LoadedTrace] = field(default_factory=dict, repr=False)
+    # a round's tools run at once: the first to need the trace loads it, the others wait for it
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def store(self) -> GraphStore:
-        if self._store is None:
-            self._store = open_store(self.settings, start=True)
-        return self._store
+        with self._lock:
+            if self._store is None:
+                self._store = open_store(self.settings, start=True)
+            return self._store
 
     def resolve(self, ref: str | None = None) -> LoadedTrace:
-        """The trace ``ref`` names (default: the conversation's trace), loaded into the database."""
+        """The trace ``ref`` names (default: the conversation's trace), loaded into the database once, however
+        many tools of a round ask for it at the same time."""
         key = ref or self.trace or ""
-        if key not in self._traces:
-            self._traces[key] = loaded_trace(self.store(), key or None, self.settings, stage=self.stage)
-        return self._traces[key]
+        store = self.store()
+        with self._lock:
+            if key not in self._traces:
+                self._traces[key] = loaded_trace(store, key or None, self.settings, stage=self.stage)
+            return self._traces[key]
 
     def close(self) -> None:
         if self._store is not None:
@@ -281,10 +288,10 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
     def optimize(step: int | None = None, budget: int = 3, trace: str | None = None) -> dict[str, Any]:
         # ranked by the replay alone: the graph model costs most of a second per candidate on a large step, and
         # for fixes (most candidates) its recorded error is no lower; `whatif` gives the model's view of one
-        plan = optimize_trace(ctx.resolve(trace).trace_id, ctx.settings, step=step, budget=budget,
-                              model=False).to_json()
+        t = ctx.resolve(trace)
+        plan = optimize_trace(t.trace_id, ctx.settings, step=step, budget=budget, model=False).to_json()
         plan["candidates"] = plan["candidates"][:6]
-        return plan
+        return {"trace": t.name} | plan  # the trace's name for the answer's check command
 
     def playbook(query: str, k: int = 3, category: str | None = None) -> dict[str, Any]:
         if category is None:
@@ -300,7 +307,7 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
         return {"rows": rows, "count": len(rows)}
 
     def bound(trace: str | None = None) -> dict[str, Any]:
-        return next_questions.job_bound(ctx.store(), ctx.resolve(trace))
+        return next_questions.job_bound(ctx.store(), ctx.resolve(trace), ctx.settings)
 
     def ops(step: int | None = None, trace: str | None = None) -> dict[str, Any]:
         return next_questions.top_ops(ctx.store(), ctx.resolve(trace), step, settings=ctx.settings)
@@ -357,9 +364,11 @@ def make_tools(ctx: ToolContext) -> list[BaseTool]:
                                               "change)."),
         ("playbook_search", playbook, _PlaybookArgs, "Optimization playbook entries nearest to a description, "
                                                      "optionally only those of one bottleneck category."),
-        ("job_bound", bound, _TraceArg, "Whether the job as a whole is input-, communication-, host- or GPU-bound "
-                                        "over its steady steps: each group's share of the wall time and what the "
-                                        "GPU did (busy, idle, exposed communication)."),
+        ("job_bound", bound, _TraceArg, "The run's verdict over its steady steps (input-, communication-, host-, "
+                                        "launch- or GPU-bound: the cause whose fix saves most, with the saving and "
+                                        "its interval, the GPU's busy share beside it), each group's share of the "
+                                        "wall time, what the GPU did, and the slowest step against the slow-step "
+                                        "rule (whether any step ran abnormally long)."),
         ("top_ops", ops, _StepOnly, "The ops carrying most critical-path time in a step, or summed over the run "
                                     "when no step is given, and the GPU kernels taking most GPU time (full "
                                     "name and readable short_name)."),

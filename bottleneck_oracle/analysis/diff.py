@@ -20,13 +20,13 @@ from functools import lru_cache
 import numpy as np
 
 from bottleneck_oracle.analysis.analysis import Analysis
-from bottleneck_oracle.graph.critical_path import StepReport
 from bottleneck_oracle.findings.finding import untraced_wait_ns
+from bottleneck_oracle.findings.slow_steps import SLOW_MADS, SLOW_RATIO
+from bottleneck_oracle.graph.critical_path import StepReport
 from bottleneck_oracle.graph.gpu_timeline import FIELDS
 from bottleneck_oracle.graph.names import collective_type
 from bottleneck_oracle.graph.op_classes import OP_CLASSES, classify_strings
-from bottleneck_oracle.findings.slow_steps import SLOW_MADS, SLOW_RATIO
-from bottleneck_oracle.graph.types import CATEGORIES, Category, NodeKind
+from bottleneck_oracle.graph.types import CATEGORIES, Category, NodeKind, Role
 
 __all__ = ["BOOTSTRAP", "UNCHANGED_PCT", "RunDiff", "diff_runs", "normalized_name", "steady_steps"]
 
@@ -185,7 +185,8 @@ def _gpu(a: Analysis, s: Steady) -> dict[str, float]:
 
 def _work(a: Analysis, s: Steady) -> tuple[dict[str, float], dict[str, float], dict[str, dict[str, float]], Counter]:
     """Per steady step, over all ranks: time by normalized op/kernel name (the innermost work only, so no
-    time counts twice), by op class, and by collective kind (count, ms, MB); and the op multiset."""
+    time counts twice), by op class, and by collective kind (count, ms, MB); and the model's op multiset
+    (the ops under a data loader's fetch left out)."""
     g = a.graph
     steady = np.isin(g.step, list(s.steady))
     has_child = np.zeros(len(g), dtype=bool)
@@ -213,7 +214,9 @@ def _work(a: Analysis, s: Steady) -> tuple[dict[str, float], dict[str, float], d
         c["count"] += 1 / n
         c["ms"] += float(g.dur_ns[node]) / 1e6 / n
         c["mb"] += size / 2**20 / n
-    ops = Counter(normalized_name(names[i]) for i in g.name[steady & (g.kind == NodeKind.CPU_OP)].tolist())
+    # the model's ops: a data loader's own ops leave the trace when its workers take them over
+    model = steady & (g.kind == NodeKind.CPU_OP) & ~g.under(g.role == Role.DATALOADER)
+    ops = Counter(normalized_name(names[i]) for i in g.name[model].tolist())
     return by_name, by_class, dict(colls), ops
 
 
@@ -233,7 +236,8 @@ def _comparability(a: Analysis, b: Analysis, sa: Steady, sb: Steady, ops_a: Coun
     dev_a = sorted({d for i in a.graph.trace.ranks for d in i.devices})
     dev_b = sorted({d for i in b.graph.trace.ranks for d in i.devices})
     if dev_a != dev_b:
-        reasons.append(f"different hardware: {', '.join(dev_a) or 'none recorded'} against {', '.join(dev_b) or 'none recorded'}")
+        reasons.append(f"different hardware: {', '.join(dev_a) or 'none recorded'} against "
+                       f"{', '.join(dev_b) or 'none recorded'}")
     world_a = max((i.world_size or len(a.graph.trace.ranks) for i in a.graph.trace.ranks), default=0)
     world_b = max((i.world_size or len(b.graph.trace.ranks) for i in b.graph.trace.ranks), default=0)
     if world_a != world_b:
@@ -250,16 +254,20 @@ def _comparability(a: Analysis, b: Analysis, sa: Steady, sb: Steady, ops_a: Coun
             "unknown": ["PyTorch version and batch shape (a Kineto trace does not record them)"]}
 
 
-def _findings(a: Analysis) -> dict[tuple[str, tuple[int, ...]], float]:
+def _findings(a: Analysis, s: Steady) -> dict[tuple[str, tuple[int, ...]], float]:
+    """The major findings of the steady steps, ms per steady step: a run-wide finding (already a step's
+    median) as it is, one of a steady step summed over the steps and divided by their number. A finding of
+    a warm-up, outlier or partial step is set aside with its step."""
     out: dict[tuple[str, tuple[int, ...]], float] = defaultdict(float)
+    n = max(len(s.steady), 1)
     for f in a.findings:
-        if f.severity == "major":
-            out[(f.category.value, f.ranks)] += f.impact_ms
+        if f.severity == "major" and (f.step is None or f.step in s.steady):
+            out[(f.category.value, f.ranks)] += f.impact_ms if f.step is None else f.impact_ms / n
     return out
 
 
-def _finding_moves(a: Analysis, b: Analysis) -> list[dict[str, object]]:
-    fa, fb = _findings(a), _findings(b)
+def _finding_moves(a: Analysis, b: Analysis, sa: Steady, sb: Steady) -> list[dict[str, object]]:
+    fa, fb = _findings(a, sa), _findings(b, sb)
     out = []
     for key in fa.keys() | fb.keys():
         x, y = fa.get(key, 0.0), fb.get(key, 0.0)
@@ -338,11 +346,13 @@ def diff_runs(base: Analysis, new: Analysis) -> RunDiff:
         "collectives": sorted(
             ({"collective": k, "base_count": round(coll_a.get(k, {}).get("count", 0.0), 2),
               "new_count": round(coll_b.get(k, {}).get("count", 0.0), 2),
-              "base_ms": round(coll_a.get(k, {}).get("ms", 0.0), 3), "new_ms": round(coll_b.get(k, {}).get("ms", 0.0), 3),
+              "base_ms": round(coll_a.get(k, {}).get("ms", 0.0), 3),
+              "new_ms": round(coll_b.get(k, {}).get("ms", 0.0), 3),
               "delta_ms": round(coll_b.get(k, {}).get("ms", 0.0) - coll_a.get(k, {}).get("ms", 0.0), 3),
-              "base_mb": round(coll_a.get(k, {}).get("mb", 0.0), 3), "new_mb": round(coll_b.get(k, {}).get("mb", 0.0), 3)}
+              "base_mb": round(coll_a.get(k, {}).get("mb", 0.0), 3),
+              "new_mb": round(coll_b.get(k, {}).get("mb", 0.0), 3)}
              for k in coll_a.keys() | coll_b.keys()), key=lambda d: -abs(d["delta_ms"])),
-        "findings": _finding_moves(base, new),
+        "findings": _finding_moves(base, new, sa, sb),
         "critical_path": _deltas(_path_names(base, sa), _path_names(new, sb), "op")[:_TOP],
         "ranks": _ranks(base, new, sa, sb),
     }

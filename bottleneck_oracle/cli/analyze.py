@@ -56,6 +56,7 @@ def analyze_command(
     from bottleneck_oracle.analysis.report import analysis_to_dict
     from bottleneck_oracle.executor import executor_of
     from bottleneck_oracle.traces import read_trace
+    from bottleneck_oracle.whatif.run_verdict import run_verdict
 
     settings = settings_for(executor, ray_address)
     err = stderr()
@@ -65,6 +66,7 @@ def analyze_command(
     with status("analysing..."):
         a = analyze(trace, steps_from=steps_from)
     data = analysis_to_dict(a, step=step, rank=rank, full_paths=full_paths and as_json)
+    data["run_verdict"] = run_verdict(a).to_json()
     if overlay is not None:
         marked = write_overlay(a, overlay, step=step, rank=rank)
         err.print(f"overlay: {overlay} ({marked} critical nodes marked; open it in ui.perfetto.dev)", highlight=False)
@@ -80,6 +82,7 @@ def analyze_command(
         paragraph(console, note["message"])
     _gpu_table(data, console, verbose)
     _steps_table(data, console)
+    paragraph(console, "Run: " + data["run_verdict"]["headline"], indent=0)
     print_findings(data, console, verbose)
     print_why_slowest(data, console, verbose)
 
@@ -131,11 +134,15 @@ def print_findings(data: dict, console: Console, verbose: bool) -> None:
     of ``analyze --json`` or ``scan --json``."""
     major = [f for f in data["findings"] if f["severity"] == "major"]
     minor = [f for f in data["findings"] if f["severity"] != "major"]
-    if not major and data["gpu_bound"]:
-        console.print("No host-side or communication bottleneck: the GPU itself is (GPU-bound, above).")
-    elif not major and any(n["code"] == "untraced_wait" for n in data.get("trace", {}).get("health", [])):
+    run = data.get("run_verdict")
+    if not major and any(n["code"] == "untraced_wait" for n in data.get("trace", {}).get("health", [])):
         console.print("No bottleneck found in what the trace shows: its GPU waited for something outside it "
                       "(the note above).")
+    elif not major and run and run["verdict"] != "gpu-bound":
+        console.print("No finding: no step stands out and no category a fix removes dominates (the run's verdict "
+                      "above).")
+    elif not major and (data["gpu_bound"] or run):
+        console.print("No host-side or communication bottleneck: the GPU itself is (GPU-bound, above).")
     elif not major:
         console.print("No bottleneck found: no step stands out and no category dominates.")
     else:

@@ -39,9 +39,11 @@ def diff_command(
              "with --save-baseline, the trace to save.")],
     gate: Annotated[Optional[float], typer.Option(
         metavar="PCT", help=f"Exit {GATE_EXIT} when NEW is slower than BASE by more than PCT % per steady step, "
-                            "with at least 95% confidence (or with no spread to judge by, on the point estimate).")] = None,
+                            "with at least 95% confidence (or with no spread to judge by, on the point "
+                            "estimate).")] = None,
     output: Annotated[Format, typer.Option("--format", help="text for a person, json for a pipeline, markdown for "
                                                             "a pull request.")] = Format.TEXT,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (--format json).")] = False,
     against: Annotated[Optional[str], typer.Option(help="Compare against the saved baseline NAME.")] = None,
     save_baseline: Annotated[Optional[str], typer.Option(
         "--save-baseline", metavar="NAME", help="Save the trace given as baseline NAME, and compare nothing.")] = None,
@@ -52,9 +54,11 @@ def diff_command(
     ray_address: RayAddressOption = None,
 ) -> None:
     """Compare two runs: the verdict and its confidence, how comparable they are, and what moved."""
-    from bottleneck_oracle.workspace.diff import diff_traces, save_baseline as save
+    from bottleneck_oracle.workspace.diff import diff_traces
+    from bottleneck_oracle.workspace.diff import save_baseline as save
 
     settings = settings_for(executor, ray_address)
+    output = Format.JSON if as_json else output
     if save_baseline is not None:
         if len(runs) != 1 or against:
             raise ConfigError("--save-baseline NAME takes one trace and no --against")
@@ -111,8 +115,9 @@ def _print_text(compared: Compared) -> None:
     c = d.comparability
     paragraph(console, f"comparability: {c['level']}" + (f" ({'; '.join(c['reasons'])})" if c["reasons"] else ""),
               0, hang=2)
-    paragraph(console, _steps_line("BASE", d.base), 0, hang=2)
-    paragraph(console, _steps_line("NEW", d.new), 0, hang=2)
+    cause, verdicts = _cause_lines(compared)
+    for line in [*cause, _steps_line("BASE", d.base), _steps_line("NEW", d.new), *verdicts]:
+        paragraph(console, line, 0, hang=2)
     name_width = max(console.width - 34, 16)  # three numbers of up to 8 characters and the gaps beside
     for key, label, title in _SECTIONS:
         rows = d.moved.get(key, [])[:_ROWS]
@@ -124,6 +129,16 @@ def _print_text(compared: Compared) -> None:
             console.print(t)
     for line in _other_moves(d.moved) + _whatif_line(compared):
         paragraph(console, line, 0, hang=2)
+
+
+def _cause_lines(compared: Compared, code: bool = False) -> tuple[list[str], list[str]]:
+    """The cause of the change (none when unchanged), and what bounds each run; ``code``: the runs' names
+    as markdown code spans."""
+    cause = compared.cause()
+    base, new = (f"`{_cell(n)}`" for n in _names(compared)) if code else _names(compared)
+    return ([f"cause: {cause['words']}"] if cause else [],
+            [f"{label} {name}: {v.headline()}" for label, name, v in
+             (("BASE", base, compared.base_verdict), ("NEW", new, compared.new_verdict)) if v is not None])
 
 
 def _whatif_line(compared: Compared) -> list[str]:
@@ -161,10 +176,12 @@ def markdown(compared: Compared) -> str:
     d = compared.diff
     base, new = _names(compared)
     c = d.comparability
+    cause, verdicts = _cause_lines(compared, code=True)
     lines = [f"### oracle diff: {d.headline()}", "",
              f"BASE `{base}` → NEW `{new}`. Comparability: **{c['level']}**"
              + (f" ({'; '.join(c['reasons'])})" if c["reasons"] else "") + ".", "",
-             f"- {_steps_line('BASE', d.base)}", f"- {_steps_line('NEW', d.new)}", ""]
+             *(f"- {line}" for line in [*cause, _steps_line("BASE", d.base), _steps_line("NEW", d.new), *verdicts]),
+             ""]
     movers = [(title.split(" (")[0], str(r[label]), r) for key, label, title in _SECTIONS
               for r in d.moved.get(key, [])[:_ROWS]]
     if movers:

@@ -32,18 +32,18 @@ from bottleneck_oracle.graph.path_nodes import PathNodes
 from bottleneck_oracle.findings.severity import bound_findings
 from bottleneck_oracle.graph.types import Bottleneck, Category
 
-__all__ = ["LATE_SHARE", "STALL_SHARE", "Late", "late_ranks", "with_causes"]
+__all__ = ["LATE_SHARE", "OWN", "STALL_SHARE", "Late", "late_ranks", "with_causes"]
 
 LATE_SHARE = 0.10  # of the step's wall: how long the others must wait for a late rank to make it the cause
 # what a late rank's critical path ran while the others waited, as the cause it names
 _WINDOW_CAUSE = {Category.IDLE: Bottleneck.HOST_PAUSE, Category.DATA_LOADING: Bottleneck.DATALOADER_STALL,
                  Category.SYNC_WAIT: Bottleneck.HOST_SYNC}
 # findings of a rank's own time: what can make it late (a straggler finding is the lateness itself)
-_OWN = (Bottleneck.HOST_PAUSE, Bottleneck.DATALOADER_STALL, Bottleneck.SLOW_COMPUTE, Bottleneck.CHECKPOINT_STALL,
+OWN = (Bottleneck.HOST_PAUSE, Bottleneck.DATALOADER_STALL, Bottleneck.SLOW_COMPUTE, Bottleneck.CHECKPOINT_STALL,
         Bottleneck.HOST_SYNC, Bottleneck.LAUNCH_OVERHEAD)
 # the late rank's own largest finding leads to what made it late, the lateness itself (its straggler
 # finding, often the larger by the waits it caps) included
-_LATE = (*_OWN, Bottleneck.STRAGGLER_RANK)
+_LATE = (*OWN, Bottleneck.STRAGGLER_RANK)
 # waits: a GPU idle for a pipeline neighbour, a collective not hidden; a stall of the step at least
 # STALL_SHARE as large is what they waited for (every stage's loader stalled: the next stage's GPU idles)
 _WAITS = (Bottleneck.PIPELINE_BUBBLE, Bottleneck.EXPOSED_COMMUNICATION)
@@ -144,7 +144,7 @@ def _mark(path_nodes: PathNodes, out: list[Finding], reports: list[StepReport], 
         return f.impact_ms
 
     best = max(mine, key=lambda i: weight(out[i]), default=None)
-    stall = max((i for i in mine if out[i].category in _OWN), key=lambda i: out[i].impact_ms, default=None)
+    stall = max((i for i in mine if out[i].category in OWN), key=lambda i: out[i].impact_ms, default=None)
     if best is not None and stall is not None and out[best].category in _WAITS \
             and out[stall].impact_ms >= STALL_SHARE * weight(out[best]):
         best = stall
@@ -170,7 +170,7 @@ def _late_cause(path_nodes: PathNodes, out: list[Finding], reports: list[StepRep
                 all_reports: list[StepReport]) -> int:
     """Index in ``out`` of what made ``late.rank`` late: its own finding of the step, else a finding
     made from what its critical path ran while the others waited (appended)."""
-    own = [i for i, f in enumerate(out) if f.step == step and f.ranks[:1] == (late.rank,) and f.category in _OWN]
+    own = [i for i, f in enumerate(out) if f.step == step and f.ranks[:1] == (late.rank,) and f.category in OWN]
     if own:
         return max(own, key=lambda i: out[i].impact_ms)
     report = next((r for r in reports if r.rank == late.rank), None)

@@ -14,7 +14,7 @@ import numpy as np
 
 from bottleneck_oracle.graph.critical_path import StepReport
 
-__all__ = ["SLOW_RATIO", "SlowStep", "compare_steps", "find_slow_steps", "partial_steps", "steps_to_explain"]
+__all__ = ["NOISE_FLOOR", "SLOW_MADS", "SLOW_RATIO", "SlowStep", "compare_steps", "find_slow_steps", "partial_steps", "steps_to_explain"]
 
 SLOW_RATIO = 1.25
 SLOW_MADS = 6.0

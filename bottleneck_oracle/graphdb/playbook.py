@@ -25,7 +25,8 @@ from bottleneck_oracle.graphdb.types import Row
 from bottleneck_oracle.vocabulary import Bottleneck
 
 __all__ = ["PlaybookEntry", "read_playbook", "playbook_version", "embed_playbook", "shipped_embeddings",
-           "load_playbook", "ensure_playbook", "search_playbook", "PLAYBOOK_PATH", "EMBEDDINGS_PATH"]
+           "load_playbook", "playbook_is_loaded", "ensure_playbook", "search_playbook", "PLAYBOOK_PATH",
+           "EMBEDDINGS_PATH"]
 
 PLAYBOOK_PATH = Path(__file__).resolve().parent / "playbook.yaml"
 EMBEDDINGS_PATH = Path(__file__).resolve().parent / "playbook_embeddings.npz"
@@ -135,14 +136,20 @@ def shipped_embeddings(entries: tuple[PlaybookEntry, ...], path: Path = EMBEDDIN
         return None
 
 
+def playbook_is_loaded(store: GraphStore, entries: tuple[PlaybookEntry, ...]) -> bool:
+    """Whether the store holds exactly these entries' version of the playbook, and no other."""
+    loaded = store.read("playbook_version")
+    if len(loaded) != 1:
+        return False
+    return loaded[0]["version"] == playbook_version(entries) and int(loaded[0]["entries"]) == len(entries)
+
+
 def ensure_playbook(store: GraphStore, entries: tuple[PlaybookEntry, ...], embedder: Embedder | None = None) -> bool:
     """Loads the playbook unless the store holds this version; True when it loaded it.
 
     Uses the shipped embeddings when they are of this version, else ``embedder`` (loaded when None).
     """
-    version = playbook_version(entries)
-    loaded = store.read("playbook_version")
-    if len(loaded) == 1 and loaded[0]["version"] == version and int(loaded[0]["entries"]) == len(entries):
+    if playbook_is_loaded(store, entries):
         return False
     vectors = shipped_embeddings(entries)
     if vectors is None:

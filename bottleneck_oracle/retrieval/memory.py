@@ -1,5 +1,6 @@
 """Vector search for the agent: findings of every loaded trace (finding memory) and playbook remedies
-nearest to a question, its text embedded with the bundled all-MiniLM-L6-v2."""
+nearest to a question, its text embedded with the bundled all-MiniLM-L6-v2. The findings of a trace
+``oracle ask`` loaded are embedded here, by the first search that needs them."""
 
 from __future__ import annotations
 
@@ -7,25 +8,26 @@ import numpy as np
 
 from bottleneck_oracle.graphdb import GraphStore
 from bottleneck_oracle.graphdb.embedding import Embedder
-from bottleneck_oracle.graphdb.memory import default_embedder, search_findings
+from bottleneck_oracle.graphdb.memory import default_embedder, embed_pending_findings, search_findings
 from bottleneck_oracle.graphdb.playbook import search_playbook
 from bottleneck_oracle.graphdb.types import Row
 
 __all__ = ["similar_findings", "playbook_search"]
 
 
-def _vector(text: str, embedder: Embedder | None) -> np.ndarray:
+def _vector(text: str, embedder: Embedder) -> np.ndarray:
     if not text.strip():
         raise ValueError("the search text is empty")
-    return (embedder or default_embedder()).embed([text])[0]
+    return embedder.embed([text])[0]
 
 
 def similar_findings(store: GraphStore, text: str, k: int = 5, exclude_trace: str | None = None, *,
                      embedder: Embedder | None = None) -> list[Row]:
-    """The ``k`` findings of every complete trace most similar to ``text`` (a question or a symptom).
+    """The ``k`` findings of every complete trace most similar to ``text`` (a question or a symptom);
+    findings not embedded yet (a trace ``oracle ask`` loaded) are embedded first, and stay so.
 
     Args:
-        store (GraphStore): the database, its findings embedded at ingest.
+        store (GraphStore): the database.
         text (str): what to look for.
         k (int): how many findings.
         exclude_trace (str | None): a trace id to leave out (the one being asked about).
@@ -38,7 +40,10 @@ def similar_findings(store: GraphStore, text: str, k: int = 5, exclude_trace: st
     Raises:
         ConfigError: the ``embed`` extra is not installed.
     """
-    return search_findings(store, _vector(text, embedder), k, exclude_trace)
+    model = embedder or default_embedder()
+    vector = _vector(text, model)
+    embed_pending_findings(store, model)
+    return search_findings(store, vector, k, exclude_trace)
 
 
 def playbook_search(store: GraphStore, text: str, k: int = 3, *, embedder: Embedder | None = None) -> list[Row]:
@@ -50,4 +55,4 @@ def playbook_search(store: GraphStore, text: str, k: int = 3, *, embedder: Embed
     Raises:
         ConfigError: the ``embed`` extra is not installed.
     """
-    return search_playbook(store, _vector(text, embedder), k)
+    return search_playbook(store, _vector(text, embedder or default_embedder()), k)

@@ -79,6 +79,7 @@ class StepsOut(_Open):
     trace: TraceOut
     steps: list[StepOut] = Field(description="one per (step, rank)")
     slow: list[int] = Field(description="slow steps, slowest first")
+    run: dict[str, Any] = Field(description="the run's verdict over its steady steps (oracle analyze's Run: line)")
 
 
 class ExplainOut(_Open):

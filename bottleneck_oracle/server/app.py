@@ -42,6 +42,7 @@ from bottleneck_oracle.workspace.findings import trace_findings
 from bottleneck_oracle.workspace.hang import hang_report
 from bottleneck_oracle.workspace.ingest import ingest
 from bottleneck_oracle.workspace.loaded import LoadedTrace, loaded_trace
+from bottleneck_oracle.workspace.questions import run_verdict_of
 from bottleneck_oracle.workspace.steps import explain_step, list_steps, step_rows
 from bottleneck_oracle.workspace.stragglers import straggler_report
 from bottleneck_oracle.workspace.timeline import DEFAULT_MAX_EVENTS, trace_timeline, whatif_paths
@@ -111,11 +112,13 @@ def _trace_json(t: TraceSummary) -> dict[str, Any]:
             "detail": t.detail.value, "ops": t.ops, "loaded_at": t.loaded_at}
 
 
-def _steps_json(rows: list[dict[str, Any]], listed: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]:
-    """``step_rows`` (one per step and rank) with the slow steps of ``list_steps``, slowest first."""
+def _steps_json(rows: list[dict[str, Any]], listed: dict[str, Any], trace: dict[str, Any],
+                run: dict[str, Any]) -> dict[str, Any]:
+    """``step_rows`` (one per step and rank) with the slow steps of ``list_steps``, slowest first, and the run's
+    verdict (``whatif/run_verdict.py``, as ``oracle analyze`` states it)."""
     slow = list(dict.fromkeys(s["step"] for s in listed["slow_steps"]))
     return {"trace": trace, "steps": rows, "slow": slow, "median_step_ms": listed["median_step_ms"],
-            "slow_steps": listed["slow_steps"]}
+            "slow_steps": listed["slow_steps"], "run": run}
 
 
 def _status_of(e: OracleError) -> int:
@@ -320,7 +323,8 @@ def _api(settings: Settings, token: str | None, limit_bytes: int) -> APIRouter:
     @api.get("/traces/{ref}/steps", responses={200: {"model": m.StepsOut}, **_errors(404, 503)})
     def steps(ref: str, db: Store) -> Response:
         t = loaded(db, ref)
-        return _json(_steps_json(step_rows(db, t), list_steps(db, t), summary(db, t.trace_id)))
+        return _json(_steps_json(step_rows(db, t), list_steps(db, t), summary(db, t.trace_id),
+                                 run_verdict_of(t, settings)))
 
     @api.get("/traces/{ref}/steps/{step}", responses={200: {"model": m.ExplainOut}, **_errors(404, 503)})
     def explain(ref: str, step: int, db: Store, rank: int | None = None) -> Response:

@@ -20,20 +20,20 @@ from bottleneck_oracle.errors import OracleError
 from bottleneck_oracle.truth.edits import parse_edit
 from bottleneck_oracle.whatif.predict import predict_whatif
 
-__all__ = ["CLOSE_PCT", "whatif_between"]
+__all__ = ["CLOSE_PCT", "SYMPTOMS", "whatif_between"]
 
 CLOSE_PCT = 25.0  # a prediction within this share of the faster run's median step counts as predicting it
 _STEPS = 5  # steady steps replayed per candidate, those nearest the median
 _CANDIDATES = 4
-_SYMPTOMS = ("straggler_rank",)  # late because of something else the same rank did
+SYMPTOMS = ("straggler_rank",)  # findings late because of something else the same rank did
 
 
 def _candidates(diff: RunDiff, slow_is_new: bool) -> list[str]:
     """The edits worth trying on the slower run, causes first."""
     worse = ("appeared", "grew") if slow_is_new else ("went away", "shrank")
     moved = [f for f in diff.moved.get("findings", []) if f["change"] in worse]
-    ranks_with_cause = {r for f in moved if f["category"] not in _SYMPTOMS for r in f["ranks"]}  # type: ignore[attr-defined]
-    symptom = [f for f in moved if f["category"] in _SYMPTOMS and set(f["ranks"]) & ranks_with_cause]  # type: ignore[arg-type]
+    ranks_with_cause = {r for f in moved if f["category"] not in SYMPTOMS for r in f["ranks"]}  # type: ignore[attr-defined]
+    symptom = [f for f in moved if f["category"] in SYMPTOMS and set(f["ranks"]) & ranks_with_cause]  # type: ignore[arg-type]
     ordered = [f for f in moved if f not in symptom] + symptom
     edits = list(dict.fromkeys(f"fix {f['category']}" for f in ordered))
     step_delta = abs(diff.delta_ms) or 1.0

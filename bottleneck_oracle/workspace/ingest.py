@@ -1,6 +1,8 @@
 """Ingest: a trace read, analysed, loaded into the graph database with the playbook, its findings
 embedded (finding memory) and the graph model's predictions, and remembered in the workspace
-(``workspace/traces.py``)."""
+(``workspace/traces.py``). ``oracle ingest`` does all of it. A question about a trace not loaded yet
+(``workspace/loaded.py``) needs less: the trace read, analysed and loaded; the finding memory embeds the
+findings on its first search (``retrieval.similar_findings``), and no question reads the stored predictions."""
 
 from __future__ import annotations
 
@@ -80,6 +82,8 @@ def ingest(paths: Sequence[Path], settings: Settings, *, detail: Detail = Detail
     stores the graph model's predictions unless ``predict`` is off.
 
     Args:
+        predict: store the graph model's predictions (imports torch and runs the model on every step: seconds).
+        memory: embed the findings now; off, the first search of the finding memory embeds them.
         steps_from: a regex: the user annotations it matches are the steps (see ``analysis.analysis.analyze``).
         stage: called with what starts next (``reading traces``, ``analysing``, ...), and with a
             ``skipping ...`` message for a step that cannot run here.
@@ -96,8 +100,10 @@ def ingest(paths: Sequence[Path], settings: Settings, *, detail: Detail = Detail
     a, tid, name = resolved.analysis, resolved.entry.trace_id, resolved.entry.name
     with open_store(settings, start=True) as store:
         store.apply_schema()
-        say("loading the optimization playbook")
-        graph_playbook.ensure_playbook(store, graph_playbook.read_playbook())
+        entries = graph_playbook.read_playbook()
+        if not graph_playbook.playbook_is_loaded(store, entries):
+            say("loading the optimization playbook")
+            graph_playbook.ensure_playbook(store, entries)
         say("loading")
         report = load_analysis(store, a, trace_id=tid, name=name, detail=detail, hops=hops, progress=progress,
                                executor=_rank_loader(settings, say), settings=settings)

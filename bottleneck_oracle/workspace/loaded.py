@@ -1,5 +1,7 @@
 """A trace in the graph database, found from what a user calls it: a path (ingested the first time),
-an id, an id prefix or a name, or nothing (the newest trace loaded)."""
+an id, an id prefix or a name, or nothing (the newest trace loaded). A trace ingested here, for a
+question, is read, analysed and loaded, no more (``workspace/ingest.py``): the finding memory embeds its
+findings on its first search, and ``oracle ingest`` stores the graph model's predictions, which no question reads."""
 
 from __future__ import annotations
 
@@ -27,8 +29,9 @@ class LoadedTrace:
 
 def loaded_trace(store: GraphStore, ref: str | Path | None, settings: Settings, *,
                  stage: Callable[[str], None] | None = None) -> LoadedTrace:
-    """The trace ``ref`` names, loaded into ``store`` (ingested first when it is a path, or a trace of
-    the workspace, that the database does not hold yet); ``None`` is the newest trace loaded.
+    """The trace ``ref`` names, loaded into ``store`` (ingested first, without the graph model's
+    predictions or the findings' embeddings, when it is a path, or a trace of the workspace, that the
+    database does not hold yet); ``None`` is the newest trace loaded.
 
     Raises:
         ConfigError: nothing loaded yet, or a name no trace has. TraceFormatError: a bad file.
@@ -45,7 +48,7 @@ def loaded_trace(store: GraphStore, ref: str | Path | None, settings: Settings, 
         fingerprint = fingerprint_of([path])
         entry = next((e for e in known_traces(settings) if e.fingerprint == fingerprint), None)
         if entry is None or entry.trace_id not in complete:
-            ingest([path], settings, stage=stage)
+            ingest([path], settings, predict=False, memory=False, stage=stage)
             entry = next(e for e in known_traces(settings) if e.fingerprint == fingerprint)
         return LoadedTrace(entry.trace_id, entry.name, entry.paths)
     by_name = [t for t in complete.values() if str(ref) in (t.trace_id, t.name)]
@@ -55,5 +58,5 @@ def loaded_trace(store: GraphStore, ref: str | Path | None, settings: Settings, 
     entry = find_entry(str(ref), settings)  # raises with the known traces listed
     if entry.trace_id not in complete:
         ingest([Path(p) for p in entry.paths], settings, partial=entry.partial, steps_from=entry.steps_from,
-               stage=stage)
+               predict=False, memory=False, stage=stage)
     return LoadedTrace(entry.trace_id, entry.name, entry.paths)

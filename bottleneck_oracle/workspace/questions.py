@@ -10,20 +10,22 @@ from typing import Any
 
 import numpy as np
 
+from bottleneck_oracle.analysis import Analysis
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.errors import ConfigError, NotFoundError
+from bottleneck_oracle.findings.slow_steps import NOISE_FLOOR, SLOW_MADS, SLOW_RATIO, compare_steps
 from bottleneck_oracle.graph import NodeKind, readable_kernel_name
 from bottleneck_oracle.graphdb import GraphStore
 from bottleneck_oracle.truth.edits import format_edit, parse_edit
 from bottleneck_oracle.whatif.predict import baseline_ms, predict_whatif
+from bottleneck_oracle.whatif.run_verdict import run_verdict
 from bottleneck_oracle.workspace import steps as step_questions
 from bottleneck_oracle.workspace.loaded import LoadedTrace
 from bottleneck_oracle.workspace.traces import open_trace
 from bottleneck_oracle.workspace.whatif import whatif_trace
 
-__all__ = ["BOUNDS", "GPU_BOUND_PCT", "job_bound", "rank_like_peers", "top_kernels", "top_ops", "whatif_run"]
+__all__ = ["BOUNDS", "job_bound", "rank_like_peers", "run_verdict_of", "slowest_step", "top_kernels", "top_ops", "whatif_run"]
 
-GPU_BOUND_PCT = 80.0  # a job whose GPU is busy this much of its steady steps is GPU-bound
 # the attribution's categories, grouped by what bounds a job; the idle time in which GPU work waited for
 # what the trace does not show (``untraced_wait``) is no host time: the trace cannot say what bounds it
 BOUNDS = {"input": ("data_loading",), "communication": ("communication", "sync_wait"),
@@ -34,17 +36,13 @@ def _ms(value: float) -> float:
     return round(float(value), 3)
 
 
-def _steady(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The complete (step, rank)s that are not slow; every complete one when all are slow."""
-    complete = [r for r in rows if not r["partial"]]
-    return [r for r in complete if not r["slow"]] or complete
-
-
-def job_bound(store: GraphStore, t: LoadedTrace) -> dict[str, Any]:
-    """Whether the job is input-, communication-, host- or GPU-bound over its steady steps: the wall
-    time of each group of attribution categories, and what the GPU did (None without GPU events).
-    ``untraced``: most of the time is GPU work waiting for what the trace does not show."""
-    rows = _steady(step_questions.step_rows(store, t))
+def job_bound(store: GraphStore, t: LoadedTrace, settings: Settings) -> dict[str, Any]:
+    """What bounds the run over its steady steps: its verdict (``run``: ``whatif.run_verdict``, the rule every
+    surface states; ``bound`` is its cause), the wall time of each group of attribution categories, what the
+    GPU did (None without GPU events), and its slowest step against the slow-step rule (``slowest``)."""
+    a = open_trace(t.trace_id, settings).analysis
+    verdict = run_verdict(a)
+    rows = [r for r in step_questions.step_rows(store, t) if not r["partial"] and r["step"] in verdict.steady]
     full = {(r["step"], r["rank"]): r for r in store.read("trace_steps", {"trace": t.trace_id})}
     wall = sum(r["wall_ms"] for r in rows)
     cats: dict[str, float] = defaultdict(float)
@@ -61,13 +59,38 @@ def job_bound(store: GraphStore, t: LoadedTrace) -> dict[str, Any]:
         gpu_wall = sum(r["wall_ms"] for r in rows if r["gpu"] is not None)
         gpu = {f: _ms(sum(g[f] for g in gpus)) for f in ("busy_ms", "idle_ms", "comm_ms", "exposed_comm_ms")}
         gpu["busy_pct"] = round(100 * gpu["busy_ms"] / gpu_wall, 1) if gpu_wall else 0.0
-    bound = "gpu" if gpu and gpu["busy_pct"] >= GPU_BOUND_PCT else max(
-        (b for b in BOUNDS if b != "gpu" or gpu), key=lambda b: shares[b])
-    steady = sorted({r["step"] for r in rows})
-    return {"trace": t.name, "bound": bound, "steps": steady, "steady_steps": len(steady),
-            "ranks": len({r["rank"] for r in rows}), "wall_ms": _ms(wall), "shares_pct": shares,
-            "breakdown_ms": {c: _ms(v) for c, v in sorted(cats.items(), key=lambda kv: -kv[1])},
-            "gpu": gpu, "has_gpu": gpu is not None}
+    run = verdict.to_json()
+    bound = "gpu" if verdict.cause is None else verdict.cause.name
+    return {"trace": t.name, "bound": bound, "verdict": verdict.verdict, "run": run, "steps": list(verdict.steady),
+            "steady_steps": len(verdict.steady), "ranks": len({r["rank"] for r in rows}), "wall_ms": _ms(wall),
+            "shares_pct": shares, "breakdown_ms": {c: _ms(v) for c, v in sorted(cats.items(), key=lambda kv: -kv[1])},
+            "gpu": gpu, "has_gpu": gpu is not None, "slowest": slowest_step(a)}
+
+
+def run_verdict_of(t: LoadedTrace, settings: Settings) -> dict[str, Any]:
+    """The run's verdict (``whatif.run_verdict``) of a loaded trace, as ``oracle analyze --json`` gives it."""
+    return run_verdict(open_trace(t.trace_id, settings).analysis).to_json()
+
+
+def slowest_step(a: Analysis) -> dict[str, Any] | None:
+    """The run's slowest complete step on its slowest rank, against the median of that rank's other steps and the
+    slow-step rule (``findings.slow_steps``): ``slow`` when it is abnormal, ``spread_pct`` the rank's step-to-step
+    spread (one robust deviation, floored at the machine's noise) in % of that median; and every slow step."""
+    complete = [r for r in a.steps if (r.step, r.rank) not in a.partial_steps and r.step >= 0]
+    compared = compare_steps(complete)
+    if not compared:
+        return None
+    top, slow = max(compared, key=lambda x: (x[0].wall_ns, -x[0].rank))
+    walls = np.array([r.wall_ns for r in complete if r.rank == top.rank and r.step != top.step], dtype=np.float64)
+    med = float(top.median_ns)
+    sigma = max(float(np.median(np.abs(walls - med))) * 1.4826, NOISE_FLOOR * med)
+    return {"step": top.step, "rank": top.rank, "wall_ms": _ms(top.wall_ns / 1e6), "median_ms": _ms(med / 1e6),
+            "excess_pct": round(100 * (top.wall_ns - med) / med, 1) if med else 0.0,
+            "spread_pct": round(100 * sigma / med, 1) if med else 0.0, "slow": slow,
+            "ratio_rule": SLOW_RATIO, "mads_rule": SLOW_MADS,
+            "slow_steps": [{"step": s.step, "rank": s.rank, "wall_ms": _ms(s.wall_ns / 1e6),
+                            "median_ms": _ms(s.median_ns / 1e6), "ratio": round(s.wall_ns / s.median_ns, 2)}
+                           for s in sorted((s for s, is_slow in compared if is_slow), key=lambda s: -s.excess_ns)]}
 
 
 def top_kernels(t: LoadedTrace, settings: Settings, step: int | None = None,

@@ -96,6 +96,7 @@ def assert_not_anomalous(answer: Answer) -> None:
     assert answer.cause is not None and answer.cause["category"] == Bottleneck.NONE.value, _where(answer)
     assert answer.cause["ranks"] == [] and answer.cause["ops"] == [], _where(answer)
     assert _NOT_ANOMALOUS.search(answer.answer), _where(answer)
-    assert not [c for c in CAUSES if c in answer.answer], _where(answer)
-    assert answer.suggestions == [] and answer.evidence == [], _where(answer)
+    assert not [c for c in CAUSES if c in answer.verdict], _where(answer)
+    # no evidence of a cause: at most the run's verdict, since its steps are alike
+    assert answer.suggestions == [] and all(e["tool"] == "job_bound" for e in answer.evidence), _where(answer)
     assert "whatif" not in {c["name"] for c in answer.tool_calls}, answer.tool_calls

@@ -11,17 +11,6 @@ from bottleneck_oracle.agent.planner import Result
 STEPS = {"trace": "t", "steps": [{"step": 1}, {"step": 2}, {"step": 3}], "median_step_ms": 40.5,
          "slow_steps": [{"step": 3, "rank": 1, "wall_ms": 90.25, "median_ms": 40.5},
                         {"step": 3, "rank": 0, "wall_ms": 88.0, "median_ms": 41.0}], "gpu_bound_steps": []}
-STALL = {"category": "dataloader_stall", "ranks": [0], "change": "appeared", "base_ms": 0.0, "new_ms": 15.25,
-         "delta_ms": 15.25}
-RUNS = {"base": "a", "new": "b", "verdict": "slower", "delta_ms": 15.5, "delta_pct": 38.75, "confidence": 0.995,
-        "confidence_pct": 100, "base_median_ms": 40.0, "new_median_ms": 55.5,
-        "comparability": {"level": "medium", "reasons": ["few steady steps (2 and 2): the confidence is weak"]},
-        "cause": {"category": "data_loading", "delta_ms": 15.0, "finding": STALL},
-        "moved": {"categories": [{"category": "data_loading", "base_ms": 0.5, "new_ms": 15.5, "delta_ms": 15.0}],
-                  "ops": [{"op": "enumerate(DataLoader)", "base_ms": 0.25, "new_ms": 15.25, "delta_ms": 15.0}],
-                  "findings": [STALL], "collectives": [], "ranks": []},
-        "whatif": {"applied_to": "new", "predicts": "base", "edit": "fix dataloader_stall", "predicted_ms": 41.5,
-                   "target_ms": 40.0, "error_pct": 3.8}}
 
 
 def _grounded(intent: str, result: Result) -> str:
@@ -36,16 +25,6 @@ def test_the_steps_verdict_names_the_slow_steps_once_each_with_its_numbers() -> 
     lines = _grounded("list_steps", Result("list_steps", {}, STEPS)).splitlines()
     assert lines[0] == "Trace t: 3 steps, median step 40.5 ms; slow: step(s) 3."
     assert lines[1] == "- Slow: step 3 on rank 1 (90.25 ms, median 40.5 ms). [list_steps]"
-
-
-def test_two_runs_compared_give_the_diffs_verdict_first_then_the_cause() -> None:
-    text = _grounded("compare_runs", Result("compare_runs", {}, RUNS))
-    lines = text.splitlines()
-    assert lines[0].startswith("b is slower than a by 15.5 ms (+38.75%) per steady step, confidence 100%; "
-                               "comparability medium: few steady steps")
-    assert lines[1].startswith("- The cause: data_loading (+15.0 ms per step); the finding dataloader_stall")
-    assert "`fix dataloader_stall` applied to b predicts 41.5 ms a step against 40.0 ms measured for a" in text
-    assert lines[-1] == "Check: oracle diff a b --format markdown"
 
 
 def test_no_result_of_the_intents_tool_is_no_answer() -> None:

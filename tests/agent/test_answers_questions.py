@@ -41,7 +41,10 @@ def test_how_busy_the_gpu_is_over_the_run(conversation: Any) -> None:
 def test_whether_the_job_is_host_or_communication_bound(conversation: Any) -> None:
     a, data = _ask(conversation, "Is the whole job bound by communication or by the host?", "job_bound")
     b = data["job_bound"]
-    assert a.verdict.startswith(f"The job is {b['bound']}-bound over its {len(b['steps'])} steady steps")
+    assert a.verdict == b["run"]["headline"]  # the run's verdict, as oracle analyze states it
+    assert a.verdict.startswith(f"The run is {b['bound']}-bound over {len(b['steps'])} steady step(s)")
+    assert "no GPU work in the trace" in a.verdict and b["slowest"]["step"] == 5 and b["slowest"]["slow"]
+    assert "Step 5 ran abnormally long" in a.answer  # the slow step, a detail of the run's answer
 
 
 @pytest.mark.parametrize(("question", "args"), [("What are the top kernels of step 5?", {"step": 5}),

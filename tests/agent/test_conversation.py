@@ -112,7 +112,8 @@ def test_follow_ups_refer_to_the_earlier_turns(agent_settings: Settings) -> None
         save = c.ask("How much would that save?")
     assert _called(on_rank)[0] == ("explain_step", {"step": 5, "rank": 0}) and on_rank.intent == "why_slow"
     assert "on rank 0 against a median step" in on_rank.verdict and on_rank.cause == why.cause
-    assert _called(step6) == [("explain_step", {"step": 6, "rank": 0})] and step6.step == 6 and step6.answered
+    assert _called(step6)[0] == ("explain_step", {"step": 6, "rank": 0}) and step6.step == 6 and step6.answered
+    assert [name for name, _ in _called(step6)[1:]] in ([], ["job_bound"])  # a step like the others: the run's verdict
     # what to do about the cause: the ranked fixes of that step, its first the cause's fix
     assert _called(do) == [("optimize", {"step": 5, "budget": 1})] and do.intent == "optimize"
     first = do.suggestions[0]

@@ -32,7 +32,20 @@ def test_why_slow_explains_then_predicts_the_fix_of_the_cause() -> None:
                                                                                            "step": 5}
     done = [explained, Result("whatif", {}, {}), Result("playbook_search", {}, {})]
     assert next_calls("why_slow", slots, "q", done) is None
-    assert next_calls("why_slow", slots, "q", [Result("explain_step", {}, {"step": 5, "cause": None})]) is None
+    # a step with no cause that is not slow: its answer is the run's verdict
+    alike = [Result("explain_step", {}, {"step": 5, "cause": None, "slow": False})]
+    assert next_calls("why_slow", slots, "q", alike) == [Call("job_bound", {})]
+    assert next_calls("why_slow", slots, "q", [*alike, Result("job_bound", {}, {})]) is None
+    assert next_calls("why_slow", slots, "q", [Result("explain_step", {}, {"step": 5, "cause": None,
+                                                                           "slow": True})]) is None
+
+
+def test_a_question_about_the_run_asks_its_verdict_and_the_slowest_step() -> None:
+    slots = read_slots("why is my training slow?")
+    assert next_calls("why_slow", slots, "q", []) == [Call("job_bound", {}), Call("explain_step", {})]
+    yes_no = read_slots("did any iteration run abnormally long?")
+    assert yes_no.yes_no and not read_slots("which iteration ran longest?").yes_no
+    assert next_calls("slowest_step", yes_no, "q", []) == [Call("list_steps", {}), Call("job_bound", {})]
 
 
 def test_an_error_ends_the_plan() -> None:
@@ -73,3 +86,10 @@ def test_a_pipeline_question_asks_the_straggler_report_its_what_ifs() -> None:
         assert next_calls("stragglers", read_slots(question), question, []) == [Call("straggler_report", args)]
     done = [Result("straggler_report", {}, {"cause": "none"})]
     assert next_calls("stragglers", read_slots("is the pipeline unbalanced?"), "q", done) is None
+
+
+def test_a_yes_no_question_and_the_bound_it_names_are_read() -> None:
+    assert read_slots("is my job GPU-bound?").bounds == ("gpu",) and read_slots("is my job GPU-bound?").yes_no
+    assert read_slots("Is the run limited by data loading?").bounds == ("input",)
+    either = read_slots("Is the whole job bound by communication or by the host?")
+    assert not either.yes_no  # "X or Y?" asks which, not whether

@@ -25,7 +25,8 @@ def dlrm_json() -> dict:
 
 
 def test_analyze_json_has_the_documented_shape(dlrm_json: dict) -> None:
-    assert set(dlrm_json) == {"trace", "gpu_timeline", "gpu_bound", "steps", "slow_steps", "findings"}
+    assert set(dlrm_json) == {"trace", "gpu_timeline", "gpu_bound", "steps", "slow_steps", "findings", "run_verdict"}
+    assert dlrm_json["run_verdict"]["verdict"].endswith("-bound") or dlrm_json["run_verdict"]["verdict"] == "untraced"
     assert dlrm_json["trace"]["ranks"] == list(range(8))
     assert [t["rank"] for t in dlrm_json["gpu_timeline"]] == list(range(8))
     for t in dlrm_json["gpu_timeline"]:

@@ -29,6 +29,8 @@ def test_cli_flag_set_is_frozen() -> None:
     assert flags["gnn-eval"] == ["as_json", "checkpoint", "data", "plots", "record", "splits"]
     assert flags["ask"] == ["as_json", "base_url", "dumps", "llm", "pipeline", "question", "session", "trace", "verbose"]
     assert flags["hang"] == ["as_json", "dumps", "prefix", "traces"]
+    assert flags["diff"] == ["against", "as_json", "executor", "gate", "output", "partial", "ray_address", "runs",
+                             "save_baseline", "steps_from"]
     assert flags["chat"] == ["base_url", "llm", "session", "trace"]
     assert flags["serve"] == ["host", "max_upload_mb", "port", "token_file"]
     dataset = group.commands["dataset"].commands  # type: ignore[attr-defined]

@@ -3,15 +3,25 @@ by meaning across traces, with the playbook's remedies for their category."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 from bottleneck_oracle.findings.finding import Finding
-from bottleneck_oracle.graphdb import Capability, GraphStore
+from bottleneck_oracle.graphdb import Capability, GraphStore, load_analysis, open_store
+from bottleneck_oracle.graphdb.adhoc import run_read_only
 from bottleneck_oracle.graphdb.embedding import Embedder
-from bottleneck_oracle.graphdb.memory import embed_findings, finding_text, findings_embedded, search_findings
+from bottleneck_oracle.graphdb.memory import (
+    embed_findings,
+    embed_pending_findings,
+    finding_text,
+    findings_embedded,
+    search_findings,
+)
 from bottleneck_oracle.graphdb.playbook import ensure_playbook, read_playbook
 from bottleneck_oracle.vocabulary import Bottleneck
-from tests.graphdb.conftest import DLRM, GPT, LoadedTrace
+from tests.graphdb.conftest import DLRM, GPT, LoadedTrace, graph_settings
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +74,21 @@ def test_search_leaves_out_the_excluded_trace(store: GraphStore, remembered: dic
     assert len(hits) == 3 and gpt.trace_id not in {h["trace_id"] for h in hits}
     with pytest.raises(ValueError):
         search_findings(store, vector, k=0)
+
+
+def test_pending_findings_are_embedded_from_their_nodes_as_ingest_embeds_them(
+        graph_home: Path, analyses: dict[str, LoadedTrace], embedder: Embedder) -> None:
+    """A trace loaded without its embeddings (as ``oracle ask`` loads one) gets, from the text its Finding
+    nodes hold, the vectors ``embed_findings`` makes from the analysis; once, and only for complete traces."""
+    gpt = analyses[GPT.name]
+    with open_store(graph_settings(graph_home, "falkordb", "pending_memory")) as store:
+        store.apply_schema()
+        assert embed_pending_findings(store, embedder) == 0  # nothing loaded
+        load_analysis(store, gpt.analysis, trace_id=gpt.trace_id, name=gpt.name)
+        assert findings_embedded(store, gpt.trace_id) == (3, 0)
+        assert embed_pending_findings(store, embedder) == 3
+        assert embed_pending_findings(store, embedder) == 0  # done once
+        rows = run_read_only(store, "MATCH (f:Finding {trace: $trace}) RETURN f.idx AS idx, f.embedding AS embedding "
+                                    "ORDER BY idx", params={"trace": gpt.trace_id})
+    stored = np.array([r["embedding"] for r in rows], dtype=np.float32)
+    assert np.array_equal(stored, embedder.embed([finding_text(f) for f in gpt.analysis.findings]))

@@ -14,6 +14,7 @@ from bottleneck_oracle.graphdb.playbook import (
     PLAYBOOK_PATH,
     embed_playbook,
     ensure_playbook,
+    playbook_is_loaded,
     playbook_version,
     read_playbook,
     search_playbook,
@@ -54,6 +55,7 @@ def test_playbook_loads_once_and_its_vectors_are_searchable(store: GraphStore) -
     entries = read_playbook()
     ensure_playbook(store, entries)  # the shipped embeddings: no model needed
     assert not ensure_playbook(store, entries)  # same version: nothing to do
+    assert playbook_is_loaded(store, entries) and not playbook_is_loaded(store, entries[1:])
     assert store.read("playbook_version") == [{"version": playbook_version(entries), "entries": len(entries)}]
     vectors = shipped_embeddings(entries)
     assert vectors is not None

@@ -18,6 +18,7 @@ import pytest
 
 from bottleneck_oracle.analysis.analysis import Analysis, analyze
 from bottleneck_oracle.traces import read_trace
+from bottleneck_oracle.whatif.run_verdict import run_verdict
 from tests.conftest import DATA, REPO, STRAGGLERS
 from tests.server.browser import ask as ask_chat
 from tests.server.browser import (
@@ -98,6 +99,8 @@ def test_page_slow_step_timeline_whatif_and_chat(browser: Any, server: str, uplo
     page, errors = open_page(browser, f"{server}/")
     pick_trace(page, uploaded["id"])
     assert slow_steps(page) == sorted({s.step for s in analysis.slow_steps}) == [step]
+    # the run's verdict, word for word as oracle analyze states it
+    assert page.text_content("#run-verdict") == run_verdict(analysis).headline()
 
     state = open_timeline_step(page, step, via_slow_mark=True)
     path = [r for r in analysis.steps if r.step == step]

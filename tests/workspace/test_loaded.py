@@ -9,6 +9,8 @@ import pytest
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.errors import ConfigError
 from bottleneck_oracle.graphdb import open_store, stop_server
+from bottleneck_oracle.graphdb.memory import findings_embedded
+from bottleneck_oracle.workspace.ingest import ingest
 from bottleneck_oracle.workspace.loaded import loaded_trace
 from tests.agent.conftest import GPT
 
@@ -30,3 +32,20 @@ def test_nothing_loaded_says_how_to_load(tmp_path: Path) -> None:
             loaded_trace(store, None, settings)
     finally:
         stop_server(tmp_path)
+
+
+def test_a_new_path_is_loaded_without_embeddings_and_oracle_ingest_adds_them(tmp_path: Path) -> None:
+    """A question's load leaves the findings' embeddings (and the graph model) for later; ``oracle ingest`` of
+    the same trace afterwards loads nothing again and embeds them."""
+    settings = Settings(home=tmp_path, workers=2)
+    stages: list[str] = []
+    try:
+        with open_store(settings, start=True) as store:
+            t = loaded_trace(store, GPT, settings, stage=stages.append)
+            cold = findings_embedded(store, t.trace_id)
+        done = ingest([GPT], settings, predict=False)
+    finally:
+        stop_server(tmp_path)
+    assert stages == ["reading traces", "analysing", "loading the optimization playbook", "loading"]
+    assert cold == (3, 0)
+    assert done.report.outcome == "unchanged" and done.embedded == 3

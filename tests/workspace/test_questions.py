@@ -12,8 +12,9 @@ from bottleneck_oracle.workspace import questions, steps
 from bottleneck_oracle.workspace.loaded import LoadedTrace, loaded_trace
 
 
-def test_the_cpu_job_is_host_bound_over_its_steady_steps(store: GraphStore, gpt: LoadedTrace) -> None:
-    b = questions.job_bound(store, gpt)
+def test_the_cpu_job_is_host_bound_over_its_steady_steps(store: GraphStore, gpt: LoadedTrace,
+                                                        agent_settings: Settings) -> None:
+    b = questions.job_bound(store, gpt, agent_settings)
     rows = [r for r in steps.step_rows(store, gpt) if not r["partial"] and not r["slow"]]
     assert b["bound"] == "host" and b["gpu"] is None and not b["has_gpu"]  # a CPU capture: no GPU events
     assert 5 not in b["steps"] and b["steps"] == sorted({r["step"] for r in rows})  # step 5 is slow
@@ -24,7 +25,7 @@ def test_the_cpu_job_is_host_bound_over_its_steady_steps(store: GraphStore, gpt:
 def test_a_gpu_job_reads_its_busy_time(store: GraphStore, gpu_settings: Settings) -> None:
     with open_store(gpu_settings, start=True) as s:
         t = loaded_trace(s, None, gpu_settings)
-        b = questions.job_bound(s, t)
+        b = questions.job_bound(s, t, gpu_settings)
     assert b["has_gpu"] and 0 <= b["gpu"]["busy_pct"] <= 100 and b["gpu"]["idle_ms"] >= 0
 
 
@@ -67,7 +68,7 @@ def test_a_fix_over_the_whole_run_saves_only_where_its_finding_is(gpt: LoadedTra
 def test_a_gpu_waiting_for_what_the_trace_does_not_show_bounds_nothing_it_can_name(untraced_settings: Settings) -> None:
     with open_store(untraced_settings, start=True) as s:
         t = loaded_trace(s, None, untraced_settings)
-        b = questions.job_bound(s, t)
+        b = questions.job_bound(s, t, untraced_settings)
         rows = s.read("trace_steps", {"trace": t.trace_id})
         e = steps.explain_step(s, t, 1010)
         listed = steps.list_steps(s, t)
@@ -82,6 +83,7 @@ def test_a_gpu_waiting_for_what_the_trace_does_not_show_bounds_nothing_it_can_na
     assert (1010, 1) in {(u["step"], u["rank"]) for u in listed["untraced_steps"]}
 
 
-def test_a_job_without_untraced_waits_keeps_its_bound(store: GraphStore, gpt: LoadedTrace) -> None:
-    b = questions.job_bound(store, gpt)
+def test_a_job_without_untraced_waits_keeps_its_bound(store: GraphStore, gpt: LoadedTrace,
+                                                      agent_settings: Settings) -> None:
+    b = questions.job_bound(store, gpt, agent_settings)
     assert b["shares_pct"]["untraced"] == 0.0 and steps.list_steps(store, gpt)["untraced_steps"] == []

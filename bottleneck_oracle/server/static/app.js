@@ -50,6 +50,7 @@ async function openTrace(id) {
   state.findings = findings.findings || [];
   drawChart();
   renderFindings();
+  $("run-verdict").textContent = steps.run ? steps.run.headline : "";
   const slow = [...state.series.slow];
   $("step-summary").textContent = slow.length
     ? `Slow step${slow.length > 1 ? "s" : ""}: ${slow.join(", ")}. Click a step to open its timeline.`
