@@ -49,13 +49,17 @@ def model_is_scored(edits: Sequence[str | Edit]) -> bool:
 def whatif_trace(ref: str | Path | Sequence[Path], edits: Sequence[str | Edit], settings: Settings, *,
                  step: int | None = None, model: bool = True, partial: bool = False,
                  steps_from: str | None = None) -> WhatIfPrediction:
-    """Predicts ``step`` (default: the slowest) of the trace ``ref`` under ``edits``.
+    """Predicts ``step`` (default: the one step the edits name, else the slowest) of the trace ``ref`` under
+    ``edits``.
 
     Raises:
         ConfigError: a bad edit, a step the trace lacks, a trace that is not known.
         TraceFormatError: a file that is not a trace.
     """
     parsed = [e if isinstance(e, Edit) else parse_edit(e) for e in edits]  # a bad edit fails before any reading
+    named = {s for e in parsed for s in e.select.steps}
+    if step is None and len(named) == 1:  # `fix dataloader_stall step=6` asks about step 6, not the slowest
+        step = named.pop()
     a = open_trace(ref, settings, partial=partial, steps_from=steps_from).analysis
     return predict_whatif(a, check_step(a, step), parsed, graph_model() if model else None)
 

@@ -49,3 +49,12 @@ def test_optimize_with_verify_reruns_the_synthetic_job(tmp_path: Path) -> None:
     assert ("re-running", len(plan.plan), len(plan.plan)) in seen and seen[0][0] == "predicting candidates"
     body = plan.to_json()
     assert body["plan"][0]["measured_ms"] == plan.verified[0] and "error_pct" in body["plan"][0]
+
+
+def test_an_edit_that_names_one_step_predicts_that_step(tmp_path: Path) -> None:
+    from tests.conftest import DATA
+
+    loader0 = DATA / "resnet50_loader_workers" / "june" / "nw0"  # a stall in every step; step 5 is the slowest
+    p = whatif_trace(loader0, ["fix dataloader_stall step=7"], Settings(home=tmp_path, workers=1), model=False)
+    assert p.step == 7 and p.best_ms < p.baseline_ms
+    assert whatif_trace(loader0, ["fix dataloader_stall"], Settings(home=tmp_path, workers=1), model=False).step == 5
