@@ -232,6 +232,10 @@ class DiffOut(_Open):
     moved: dict[str, list[dict[str, Any]]] = Field(description="categories, gpu, op_classes, ops, collectives, "
                                                                "findings, critical_path, ranks; largest first")
     whatif: dict[str, Any] | None = Field(description="the edit that takes the slower run to the faster one")
+    cause: dict[str, Any] | None = Field(default=None, description="the attribution category that moved most in "
+                                         "the verdict's direction and the finding behind it; None when unchanged")
+    base_verdict: dict[str, Any] | None = Field(default=None, description="BASE's run verdict (oracle analyze's)")
+    new_verdict: dict[str, Any] | None = Field(default=None, description="NEW's run verdict")
     base_trace: dict[str, Any]
     new_trace: dict[str, Any]
 

@@ -215,6 +215,8 @@ def test_page_compares_two_runs(browser: Any, server: str, uploaded: dict[str, A
     assert shown["state"] == "done", shown["error"]
     assert shown["verdict"].startswith(doc["headline"]) and "comparability high" in shown["verdict"]
     assert "`fix dataloader_stall` applied to NEW (pair_stall)" in shown["verdict"]
+    assert f"Cause: {doc['cause']['words']}" in shown["verdict"]  # the diff's cause and each run's verdict
+    assert f"NEW pair_stall: {doc['new_verdict']['headline']}" in shown["verdict"]
     # the chart: every steady step of both runs, at the API's values
     assert shown["points"] == {"base": doc["base"]["steady_ms"], "new": doc["new"]["steady_ms"]}
     assert shown["movers"][0][:2] == ["attribution", "data_loading"]

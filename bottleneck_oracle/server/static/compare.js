@@ -90,7 +90,10 @@ function render(doc) {
   fill($("diff-verdict"), el("strong", {}, doc.headline), el("br"),
        `BASE ${doc.base_trace.name} → NEW ${doc.new_trace.name} · comparability ${c.level}`
        + (c.reasons.length ? ` (${c.reasons.join("; ")})` : ""),
-       doc.whatif ? el("br") : null, whatifLine(doc));
+       doc.cause ? el("br") : null, doc.cause ? `Cause: ${doc.cause.words}` : null,
+       doc.whatif ? el("br") : null, whatifLine(doc),
+       ...["base", "new"].flatMap((k) => doc[`${k}_verdict`]
+         ? [el("br"), `${k.toUpperCase()} ${doc[`${k}_trace`].name}: ${doc[`${k}_verdict`].headline}`] : []));
   fill($("diff-legend"), ...["base", "new"].map((k) => el("span", { class: "key" },
     el("span", { class: `swatch run-${k}` }), `${k.toUpperCase()} ${doc[`${k}_trace`].name}`)));
   drawChart($("diff-chart"), doc);
