@@ -16,8 +16,8 @@ from bottleneck_oracle.graph.path_nodes import PathNodes
 from bottleneck_oracle.findings.python_frames import python_self_time
 from bottleneck_oracle.graph.types import Bottleneck, Category, NodeKind, Role
 
-__all__ = ["category_findings", "checkpoints", "compute_time", "host_pauses", "neighbour_op", "slow_compute", "straggler_findings",
-           "stragglers"]
+__all__ = ["category_findings", "checkpoints", "compute_time", "host_pauses", "late_arrivals", "late_ns",
+           "neighbour_op", "slow_compute", "straggler_findings", "stragglers"]
 
 STRAGGLER_SHARE = 0.25  # of the late rank's median step: lateness that makes a straggler
 PAUSE_SHARE = 0.10  # of the step: a host pause in a slow step
@@ -131,23 +131,13 @@ def straggler_findings(arrivals: list[CollectiveArrival], reports: list[StepRepo
                        name_of: Callable[[int], str]) -> list[Finding]:
     """``stragglers`` from the collectives' arrivals, wherever they were read (``name_of``: a member's op
     name); what the late rank spent its step on is said when ``reports`` carry breakdowns."""
-    wall = defaultdict(list)
-    for r in reports:
-        wall[r.rank].append(r.wall_ns)
-    typical = {rank: float(np.median(w)) for rank, w in wall.items()}
-    late: dict[tuple[int, int], list[CollectiveArrival]] = defaultdict(list)
-    for c in arrivals:
-        if c.kind == "sendrecv" and len(c.ranks) == 2:
-            continue  # a pipeline receive is posted early by design: that is a bubble, not a straggler
-        # a rank late only by what it waited for itself passes the lateness on: not a straggler
-        if c.own_ns >= max(MIN_NS, STRAGGLER_SHARE * typical.get(c.last_rank, 0.0)):
-            late[(c.step, c.last_rank)].append(c)
+    late = late_arrivals(arrivals, reports)
     out = []
     steps_of = {r.step for r in reports}
     for rank in sorted({rank for _, rank in late}):
         mine = {step: hits for (step, r), hits in late.items() if r == rank}
         if len(steps_of) >= 3 and len(mine) * 2 > len(steps_of):
-            total = float(np.median([_late_ns(hits) for hits in mine.values()]))
+            total = float(np.median([late_ns(hits) for hits in mine.values()]))
             out.append(Finding(
                 Bottleneck.STRAGGLER_RANK, None, (rank,), (name_of(next(iter(mine.values()))[0].last_node),),
                 ms(total), f"rank {rank} reached collectives late in {len(mine)} of {len(steps_of)} steps "
@@ -160,26 +150,43 @@ def straggler_findings(arrivals: list[CollectiveArrival], reports: list[StepRepo
     return out
 
 
+def late_arrivals(arrivals: list[CollectiveArrival], reports: list[StepReport]
+                  ) -> dict[tuple[int, int], list[CollectiveArrival]]:
+    """(step, rank) -> the collectives the rank reached late by its own doing (what makes it a straggler)."""
+    wall = defaultdict(list)
+    for r in reports:
+        wall[r.rank].append(r.wall_ns)
+    typical = {rank: float(np.median(w)) for rank, w in wall.items()}
+    late: dict[tuple[int, int], list[CollectiveArrival]] = defaultdict(list)
+    for c in arrivals:
+        if c.kind == "sendrecv" and len(c.ranks) == 2:
+            continue  # a pipeline receive is posted early by design: that is a bubble, not a straggler
+        # a rank late only by what it waited for itself passes the lateness on: not a straggler
+        if c.own_ns >= max(MIN_NS, STRAGGLER_SHARE * typical.get(c.last_rank, 0.0)):
+            late[(c.step, c.last_rank)].append(c)
+    return late
+
+
+def late_ns(hits: list[CollectiveArrival]) -> int:
+    """Time the others spent waiting for the late rank: the union of its late arrivals (collectives
+    in flight together, such as two DDP buckets, are waited for once, not once each)."""
+    end = np.array([h.arrived_ns for h in hits], dtype=np.int64)
+    s, e = merged(end - np.array([h.lateness_ns for h in hits], dtype=np.int64), end)
+    return int((e - s).sum())
+
+
 def _straggler_finding(name_of: Callable[[int], str], reports: list[StepReport], step: int, rank: int,
                        hits: list[CollectiveArrival]) -> Finding:
     worst = max(hits, key=lambda h: h.lateness_ns)
     waiting = sorted({w for h in hits for w in h.ranks} - {rank})
     cause = _late_cause(reports, step, rank)
     return Finding(
-        Bottleneck.STRAGGLER_RANK, step, (rank,), (name_of(worst.last_node),), ms(_late_ns(hits)),
+        Bottleneck.STRAGGLER_RANK, step, (rank,), (name_of(worst.last_node),), ms(late_ns(hits)),
         f"rank {rank} reached {len(hits)} collective(s) of step {step} late, by up to {ms(worst.lateness_ns)} ms "
         f"(first: {name_of(worst.last_node)}); rank(s) {', '.join(map(str, waiting))} waited inside"
         + (f"; before arriving, rank {rank} spent {cause}" if cause else ""),
         waiting=tuple(waiting),
     )
-
-
-def _late_ns(hits: list[CollectiveArrival]) -> int:
-    """Time the others spent waiting for the late rank: the union of its late arrivals (collectives
-    in flight together, such as two DDP buckets, are waited for once, not once each)."""
-    end = np.array([h.arrived_ns for h in hits], dtype=np.int64)
-    s, e = merged(end - np.array([h.lateness_ns for h in hits], dtype=np.int64), end)
-    return int((e - s).sum())
 
 
 def _late_cause(reports: list[StepReport], step: int, rank: int) -> str:

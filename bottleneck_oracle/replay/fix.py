@@ -5,12 +5,13 @@ masks as ``findings/findings.py``): a data-loading stall is the path's data-load
 a host pause its idle time, launch overhead the host time issuing GPU work, exposed
 communication the collectives (not the pipeline's sends), slow compute the compute, a pipeline
 bubble (chronic) the sends it waited on, a straggler the late rank's work as
-the rank that waited longest for it saw it. The finding's impact (at most its step's excess) is
-cut from those segments, longest first, down to a common level, so one long stall goes before
-a share of everything; the replay then decides what the step gains. Blocking syncs and a
-checkpoint save are removed instead: the calls, what they ran and launched, and their waits.
-Slow compute and a bubble in one step are brought back to normal: each compute op to its name's
-median in the rank's other steps, each send/recv to the same transfer's median.
+the rank that waited longest for it saw it. The finding's impact (at most its step's excess; a chronic
+finding's, all of it, and a chronic straggler's, what it was late by in each step) is cut from those
+segments, longest first, down to a common level, so one long stall goes before a share of everything;
+the replay then decides what the step gains. Blocking syncs and a checkpoint save are removed instead:
+the calls, what they ran and launched, and their waits. Slow compute and a bubble in one step are brought
+back to normal: each compute op to its name's median in the rank's other steps, each send/recv to the same
+transfer's median.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import numpy as np
 from bottleneck_oracle.graph import _kernels
 from bottleneck_oracle.analysis.analysis import Analysis
 from bottleneck_oracle.graph.critical_path import StepReport
-from bottleneck_oracle.findings.detectors import compute_time
+from bottleneck_oracle.findings.detectors import compute_time, late_arrivals, late_ns
+from bottleneck_oracle.graph.collectives import collective_arrivals
 from bottleneck_oracle.findings.finding import Finding, rank_ranges
 from bottleneck_oracle.replay.node_edits import removal
 from bottleneck_oracle.graph.path_nodes import p2p_nodes
@@ -73,18 +75,23 @@ def apply_fix(a: Analysis, edit: Edit, step: int, edge_scale: np.ndarray, speedu
         return hit, (f"{edit}: {hit} send/recv transfers back to the time of the same transfer in the rank's "
                      "other steps (the k-th of the step, median)")
     hit, removed_ms = 0, 0.0
+    lateness = _lateness(a) if edit.category == Bottleneck.STRAGGLER_RANK else {}
     for f in found:
         for report, ranks in _reports(a, f):
             edges = _kernels.walk_back(a.points.binding, a.points.src, a.points.t, report.end_point, report.start_ns)
             mine = edges[_path_mask(a, edges, edit.category, ranks, p2p)]
-            # a chronic finding's time is what the category takes in every step: all of it goes
-            cut, amount = _cut(a, mine, None if f.step is None else f.impact_ms * 1e6, edge_scale, speedup)
+            # a chronic finding's time is what the category takes in every step: all of it goes; a chronic
+            # straggler's is, in each step, how late it was there (on time, it would have worked as long less)
+            amount_ns = f.impact_ms * 1e6 if f.step is not None else (
+                lateness.get((report.step, report.rank), 0) if f.category == Bottleneck.STRAGGLER_RANK else None)
+            cut, amount = _cut(a, mine, amount_ns, edge_scale, speedup)
             hit, removed_ms = hit + cut, removed_ms + amount / 1e6
         for edges, excess_ns in _stalled_with(a, f):
             cut, amount = _cut(a, edges, excess_ns, edge_scale, speedup)
             hit, removed_ms = hit + cut, removed_ms + amount / 1e6
-    chronic = " (a chronic finding: all of it, in every step; an upper bound)" if any(
-        f.step is None for f in found) else ""
+    chronic = "" if all(f.step is not None for f in found) else (
+        " (a chronic finding: in each step, what it was late by there)" if edit.category == Bottleneck.STRAGGLER_RANK
+        else " (a chronic finding: all of it, in every step; an upper bound)")
     shared = sorted({r for f in found if f.category in STALLS and f.step is not None for r in f.ranks[1:]})
     threads = f", and off the step threads of rank(s) {rank_ranges(shared)}, which stalled with it," if shared else ""
     return hit, (f"{edit}: {removed_ms:.3f} ms of {_WHAT[edit.category]} taken off the critical path where the "
@@ -106,6 +113,13 @@ def _cut(a: Analysis, edges: np.ndarray, amount_ns: float | None, edge_scale: np
     with np.errstate(divide="ignore"):  # a level of 0 removes them: an infinite speed-up
         _shorten(a, edges[over], weight[over] / level, edge_scale, speedup)
     return int(over.sum()), amount
+
+
+def _lateness(a: Analysis) -> dict[tuple[int, int], int]:
+    """(step, rank) -> how long the other ranks waited for the rank in the step, where it was late by its own
+    doing (as the straggler detector counts it)."""
+    complete = [r for r in a.steps if (r.step, r.rank) not in a.partial_steps]
+    return {key: late_ns(hits) for key, hits in late_arrivals(collective_arrivals(a.graph), complete).items()}
 
 
 def _stalled_with(a: Analysis, f: Finding) -> list[tuple[np.ndarray, int]]:

@@ -5,9 +5,9 @@ A run is GPU-bound only when its GPU is saturated (busy ``GPU_SATURATED_PCT`` of
 nothing removable is large; otherwise its verdict is its largest removable cause, the GPU's idle share beside
 it. A cause is a group of the critical path's attribution (``GROUPS``); what removing it saves is the
 what-if's (``fix`` of every finding of its group on the step, replayed, with the prediction's interval), the
-median over the steady steps. A cause no finding names has its exposed time and no saving: the trace shows
-the time, not the change that would remove it. With nothing large to remove and an idle GPU, the verdict is
-the largest exposed cause.
+median over the steady steps, and never more than the cause's own time on the path. A cause no finding
+names has its exposed time and no saving: the trace shows the time, not the change that would remove it.
+With nothing large to remove and an idle GPU, the verdict is the largest exposed cause.
 """
 
 from __future__ import annotations
@@ -45,6 +45,13 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Bottleneck, ...]]] = {
 _WORDS = {"input": "the input pipeline (data loading)", "communication": "exposed communication",
           "host": "host work (Python, CPU ops, gaps between them)", "launch": "kernel launch overhead",
           "gpu": "GPU work", "untraced": "GPU waits on work the trace does not hold"}
+# A launch-overhead finding says the host's CPU ops are the work of issuing kernels, and its fix cuts them
+# (``replay/fix.py``): with one, that time is the launch cause's, so the time a cause exposes is the time its
+# fix takes away, and the host keeps its gaps.
+_LAUNCH_BOUND_GROUPS = {**GROUPS, "host": (("idle",), GROUPS["host"][1]),
+                        "launch": (("launch_overhead", "cpu"), GROUPS["launch"][1])}
+_LAUNCH_BOUND_WORDS = {**_WORDS, "host": "host gaps (time between the CPU ops)",
+                       "launch": "the host issuing GPU work (CPU ops and kernel launches)"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +65,7 @@ class Cause:
         saving_ms (float | None): what fixing its findings saves a steady step (median), None without one.
         interval_ms (tuple[float, float] | None): the saving's interval, from the what-if's.
         edits (tuple[str, ...]): the edits that predicted it.
+        what (str): the cause in words (default: the group's).
     """
 
     name: str
@@ -66,9 +74,14 @@ class Cause:
     saving_ms: float | None = None
     interval_ms: tuple[float, float] | None = None
     edits: tuple[str, ...] = ()
+    what: str = ""
+
+    @property
+    def words(self) -> str:
+        return self.what or _WORDS[self.name]
 
     def to_json(self) -> dict[str, object]:
-        return {"cause": self.name, "exposed_ms": self.exposed_ms, "exposed_pct": self.exposed_pct,
+        return {"cause": self.name, "what": self.words, "exposed_ms": self.exposed_ms, "exposed_pct": self.exposed_pct,
                 "saving_ms": self.saving_ms, "saving_interval_ms": list(self.interval_ms) if self.interval_ms else None,
                 "edits": list(self.edits)}
 
@@ -112,7 +125,7 @@ class RunVerdict:
             return f"The run is GPU-bound over {n}: {gpu}, and nothing removable takes {LARGE_PCT:g}% of a step."
         c = self.cause
         assert c is not None
-        what = f"{_WORDS[c.name]} takes {c.exposed_ms:g} ms ({c.exposed_pct:g}%) of a step's critical path"
+        what = f"{c.words} takes {c.exposed_ms:g} ms ({c.exposed_pct:g}%) of a step's critical path"
         if c.saving_ms is not None:
             lo_hi = f" ({c.interval_ms[0]:g} to {c.interval_ms[1]:g})" if c.interval_ms else ""
             what += f"; removing it saves {c.saving_ms:g} ms{lo_hi} a step ({', '.join(c.edits)})"
@@ -145,13 +158,16 @@ def run_verdict(a: Analysis, steady: Steady | None = None) -> RunVerdict:
     reports = [by[(st, s.walls[st][1])] for st in s.steady]
     walls = np.array([r.wall_ns / 1e6 for r in reports])
     median = round(float(np.median(walls)), 3)
-    exposed = _exposed(a, reports)
+    launch_bound = any(f.category == Bottleneck.LAUNCH_OVERHEAD and (f.step is None or f.step in s.steady)
+                       for f in a.findings)
+    groups, words = (_LAUNCH_BOUND_GROUPS, _LAUNCH_BOUND_WORDS) if launch_bound else (GROUPS, _WORDS)
+    exposed = _exposed(a, reports, groups)
     busy = _gpu_busy_pct(a, reports)
     causes = []
     for name, ms in exposed.items():
-        saving, interval, edits = _saving(a, reports, name)
+        saving, interval, edits = _capped(*_saving(a, reports, name), ms)
         causes.append(Cause(name, round(ms, 3), round(100 * ms / median, 1) if median else 0.0, saving, interval,
-                            edits))
+                            edits, words[name]))
     causes.sort(key=lambda c: (-(c.saving_ms or 0.0), -c.exposed_ms, c.name))
     removable = [c for c in causes if c.name != "gpu" and c.saving_ms is not None]
     large = [c for c in removable if 100 * (c.saving_ms or 0.0) / median >= LARGE_PCT] if median else []
@@ -169,15 +185,28 @@ def run_verdict(a: Analysis, steady: Steady | None = None) -> RunVerdict:
     return RunVerdict(verdict, cause, tuple(causes), s.steady, set_aside, median, busy, RULE)
 
 
-def _exposed(a: Analysis, reports: list) -> dict[str, float]:  # type: ignore[type-arg]
+def _exposed(a: Analysis, reports: list, groups: dict[str, tuple[tuple[str, ...], tuple[Bottleneck, ...]]]  # type: ignore[type-arg]
+             ) -> dict[str, float]:
     """Median ms of each group on the steady steps' critical paths (the untraced wait out of idle)."""
     rows: list[dict[str, float]] = []
     for r in reports:
         cats = {c.value: v / 1e6 for c, v in r.breakdown_ns.items()}
         cats["untraced_wait"] = untraced_wait_ns(a.graph, r) / 1e6
         cats["idle"] = cats.get("idle", 0.0) - cats["untraced_wait"]
-        rows.append({g: sum(cats.get(c, 0.0) for c in cs) for g, (cs, _) in GROUPS.items()})
-    return {g: float(np.median([row[g] for row in rows])) for g in GROUPS if any(row[g] > 0 for row in rows)}
+        rows.append({g: sum(cats.get(c, 0.0) for c in cs) for g, (cs, _) in groups.items()})
+    return {g: float(np.median([row[g] for row in rows])) for g in groups if any(row[g] > 0 for row in rows)}
+
+
+def _capped(saving: float | None, interval: tuple[float, float] | None, edits: tuple[str, ...], exposed_ms: float
+            ) -> tuple[float | None, tuple[float, float] | None, tuple[str, ...]]:
+    """A cause saves at most its time on the path: what a fix frees beyond it (a straggler's fix shortening
+    the late rank's own work) is another cause's time."""
+    if saving is None or saving <= exposed_ms:
+        return saving, interval, edits
+    if exposed_ms <= 0.0:
+        return None, None, ()
+    top = round(exposed_ms, 3)
+    return top, (min(interval[0], top), top) if interval else None, edits
 
 
 def _gpu_busy_pct(a: Analysis, reports: list) -> float | None:  # type: ignore[type-arg]

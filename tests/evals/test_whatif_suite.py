@@ -103,7 +103,7 @@ def test_run_whatif_without_edits_is_empty(tmp_path: Path) -> None:
 
 def test_the_public_gpu_pairs_are_scored_with_their_intervals(tmp_path: Path) -> None:
     """``oracle eval --cases tests/data/resnet50_loader_workers --suite whatif``: each case's true time is what
-    the calibration's real pair measured (the re-run's median steady step), and both land in their interval."""
+    the calibration's real pair measured (the re-run's median steady step), and all four land in their interval."""
     from bottleneck_oracle.evals.cases import load_cases
     from bottleneck_oracle.whatif.accuracy import pair_folders, real_pairs
     from tests.conftest import DATA
@@ -113,5 +113,5 @@ def test_the_public_gpu_pairs_are_scored_with_their_intervals(tmp_path: Path) ->
     measured = {p.step: p.measured_ms for p in real_pairs(pair_folders(root), root=root)}
     assert {c.expect.edits[0].step: c.expect.edits[0].true_ms for c in cases} == pytest.approx(measured, abs=1e-3)
     result = run_whatif(cases, Settings(home=tmp_path, workers=1), model=False)
-    assert result.metrics["n"] == 2 and result.metrics["interval_coverage"] == 1.0
+    assert result.metrics["n"] == 4 and result.metrics["interval_coverage"] == 1.0
     assert result.metrics["within_tolerance"] == 1.0

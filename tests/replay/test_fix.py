@@ -56,3 +56,32 @@ def test_a_stall_every_rank_had_is_fixed_on_every_rank(category: str) -> None:
     assert prediction.baseline_ms - measured == pytest.approx(150, rel=0.02)
     assert abs(prediction.best_ms - measured) <= 0.01 * measured, (prediction.best_ms, measured)
     assert "off the step threads of rank(s) " in prediction.assumptions[0]
+
+
+def test_a_chronic_straggler_is_brought_on_time_not_emptied() -> None:
+    """Rank 0 of the checkpoint capture reaches the all-reduce late in most steps (a chronic finding). Its fix
+    takes off each step's work only what the rank was late by there, as the other ranks waited for it, never
+    all its work (which left a step faster than either rank could compute it)."""
+    from bottleneck_oracle.analysis import analyze
+    from bottleneck_oracle.findings.detectors import late_arrivals, late_ns
+    from bottleneck_oracle.graph.collectives import collective_arrivals
+    from bottleneck_oracle.traces import read_trace
+    from bottleneck_oracle.vocabulary import Bottleneck
+    from tests.conftest import DATA
+
+    a = analyze(read_trace(DATA / "gloo_checkpoint_stall"))
+    (chronic,) = [f for f in a.findings if f.category == Bottleneck.STRAGGLER_RANK and f.step is None]
+    rank = chronic.ranks[0]
+    complete = [r for r in a.steps if (r.step, r.rank) not in a.partial_steps]
+    late = {step: late_ns(hits) / 1e6 for (step, r), hits in late_arrivals(collective_arrivals(a.graph),
+                                                                           complete).items() if r == rank}
+    assert 3 not in late and {2, 6} <= set(late)  # in step 3 it was late by less than a straggler is
+    p = predict_whatif(a, 6, [Edit.fix(Bottleneck.STRAGGLER_RANK, 6)])
+    assert "what it was late by there" in p.assumptions[0]
+    removed = float(p.assumptions[0].split(": ")[1].split(" ms")[0])
+    assert removed <= sum(late.values()) + 1e-3  # at most its lateness, summed over its steps
+    walls = {r.rank: r.wall_ns / 1e6 for r in a.steps if r.step == 6}
+    # on time in step 6, its work shortened by its lateness there and no more
+    assert p.best_ms >= walls[rank] - late[6] - 1e-3
+    on_time_3 = predict_whatif(a, 3, [Edit.fix(Bottleneck.STRAGGLER_RANK, 3)])
+    assert on_time_3.best_ms == on_time_3.baseline_ms  # nothing to take off where it was not late

@@ -4,7 +4,8 @@ speed-up obeys; the run-to-run spread of the rank's steps widens both.
 
 The real pairs are the captured CPU jobs (``tests/data/gloo_*``: an in-process re-run, step for step) and two
 public GPU pairs (``tests/data/resnet50_loader_workers``: ResNet-50 on a V100 with 0 and then 4 DataLoader
-workers, two separate runs: the before run's median steady step against the re-run's steady median)."""
+workers, four recordings of two separate runs: the before run's median steady step against the re-run's steady
+median)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from tests.conftest import DATA, WILD
 from tools.calibrate_whatif import measured
 
 QWEN = WILD / "tracelens" / "h100" / "qwen1.5_0.5b_chat"
-GPU_PAIRS = ("resnet50_loader_workers/jan", "resnet50_loader_workers/june")
+GPU_PAIRS = ("resnet50_loader_workers/dec", "resnet50_loader_workers/jan", "resnet50_loader_workers/june",
+             "resnet50_loader_workers/june2")
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 
 
@@ -57,7 +59,7 @@ def left_out(pairs: list[RealPair], analyses: dict[Path, Analysis]) -> dict[str,
 
 def test_the_calibration_file_is_what_the_real_pairs_say_now(pairs: list[RealPair]) -> None:
     assert load_ratios() == ratios_of(_rows(pairs)) == measured()
-    assert len(load_ratios()["fix"].ratios) >= 8
+    assert len(load_ratios()["fix"].ratios) >= 10
     assert set(GPU_PAIRS) <= {name.split(":")[0] for name in load_ratios()["fix"].pairs}
 
 
@@ -67,8 +69,9 @@ def test_each_real_re_run_lies_in_the_interval_the_other_pairs_give(pairs: list[
 
     An interval spans the saving times the others' lowest to highest ratio (then widened by the step spread),
     so a pair whose own ratio lies within the others' range lies inside it: a miss can only be a pair whose
-    ratio none of the others reached. Today 7 of 8 (88%): the host pause's re-run saved 0.71x of the predicted,
-    the others 0.90x to 1.09x.
+    ratio none of the others reached. Today 10 of 10: the host pause's re-run saved 0.71x of the predicted (the
+    others 0.79x to 1.09x), December's GPU pair 0.79x (the others 0.71x to 1.09x). The range of 9 ratios alone
+    holds a tenth with a chance of 8 in 10; the step-to-step spread widens it.
     """
     inside = {p.name: left_out[p.name].lo_ms <= p.measured_ms <= left_out[p.name].hi_ms for p in pairs}
     for kind in ratios_of(_rows(pairs)).values():
@@ -77,7 +80,7 @@ def test_each_real_re_run_lies_in_the_interval_the_other_pairs_give(pairs: list[
             others = [r for n, r in own.items() if n != name]
             if min(others) <= ratio <= max(others):
                 assert inside[name], (name, ratio, left_out[name])
-    assert len(inside) >= 8 and sum(inside.values()) / len(inside) >= 0.8, inside
+    assert len(inside) >= 10 and sum(inside.values()) / len(inside) >= 0.9, inside
     assert all(inside[name] for name in GPU_PAIRS), inside
 
 
@@ -85,8 +88,10 @@ def test_each_real_re_run_lies_in_the_interval_the_other_pairs_give(pairs: list[
 def test_a_gpu_pair_lands_in_its_interval_within_15pct_of_the_rerun(name: str, pairs: list[RealPair],
                                                                     left_out: dict[str, Interval],
                                                                     analyses: dict[Path, Analysis]) -> None:
-    """Workers 0 to 4, its stall fixed: January's step 6, 158.499 ms, predicted 121.318 ms against the re-run's
-    117.806 (+3.0%); June's step 7, 179.733 ms, predicted 118.821 ms against 125.191 (-5.1%)."""
+    """Workers 0 to 4, its stall fixed: December's step 10, 212.280 ms, predicted 162.817 ms against the re-run's
+    173.213 (-6.0%); January's step 6, 158.499 ms, predicted 121.318 ms against 117.806 (+3.0%); June's step 7,
+    179.733 ms, predicted 118.821 ms against 125.191 (-5.1%); June's second take, step 20, 154.343 ms, predicted
+    119.573 ms against 121.129 (-1.3%)."""
     (p,) = [q for q in pairs if q.name == name]
     iv = left_out[name]
     assert iv.lo_ms <= p.measured_ms <= iv.hi_ms, iv
@@ -103,7 +108,7 @@ def test_oracle_eval_counts_the_gpu_pairs_in_its_interval_coverage(pairs: list[R
                                                (EditTruth(str(p.edit), p.step, p.measured_ms, 15.0),)), kind="real")
              for p in pairs if p.name in GPU_PAIRS]
     result = run_whatif(cases, Settings(home=tmp_path, workers=2), model=False)
-    assert result.metrics["n"] == 2 and result.metrics["interval_coverage"] == 1.0
+    assert result.metrics["n"] == 4 and result.metrics["interval_coverage"] == 1.0
     assert result.metrics["within_tolerance"] == 1.0, [r.details for r in result.cases]
 
 

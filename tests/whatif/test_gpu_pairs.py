@@ -1,5 +1,6 @@
 """The public GPU pairs under ``tests/data/resnet50_loader_workers`` (ResNet-50 on a V100, DataLoader workers 0
-and then 4): the files as Kineto published them, and what the analysis makes of the GPU-bound run.
+and then 4; four recordings of each, December 2020 to June 2021): the files as Kineto published them, and what
+the analysis makes of the GPU-bound run.
 
 Their what-if predictions and intervals are tested with the other real pairs, in ``test_calibration.py``.
 """
@@ -27,6 +28,10 @@ BLOBS = {
     "june/nw4/worker0.1623212756351.pt.trace.json.gz": "234cf25df597fb99765ee2a49978f5f3c4bbbaf9",
     "jan/nw0/worker0.pt.trace.json.gz": "d3fb4076d72dbbc52465ddc04fa83b849bf48435",
     "jan/nw4/worker0.pt.trace.json.gz": "29dba67d0725d842b951f29a4cbe14e29cfb766b",
+    "june2/nw0/worker0.1623143566756.pt.trace.json.gz": "383a066433725823a57b0dfd047d718b65d4741b",
+    "june2/nw4/worker0.1623213129365.pt.trace.json.gz": "3e633b5fde9d2e99ea8b07a67771183b7011bbc5",
+    "dec/nw0/worker0.pt.trace.json.gz": "2d19c6342350710d5783d27a77c10445e8d8604e",
+    "dec/nw4/worker0.pt.trace.json.gz": "7bd25bd008f78fa05a7708de74cb675ecdfd465c",
     "LICENSE": "edb179715b5213644cfe903d43294f54892e707e",
 }
 BUSY = 0.75  # a step whose GPU is busy this much of it is GPU-bound
@@ -50,7 +55,7 @@ def _busy_share(a: Analysis, step: int) -> float:
 
 def test_the_pairs_are_kineto_s_files_byte_for_byte() -> None:
     assert {rel: _blob(PAIRS / rel) for rel in BLOBS} == BLOBS
-    for pair in ("june", "jan"):
+    for pair in ("june", "jan", "june2", "dec"):
         (entry,) = json.loads((PAIRS / pair / "whatif.json").read_text())["edits"]
         assert str(edit_from_json(entry["edit"])) == "fix dataloader_stall"
         assert (entry["before"], entry["rerun"]) == ("nw0", "nw4")
