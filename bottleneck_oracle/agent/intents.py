@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bottleneck_oracle.graphdb.embedding import Embedder, cached_embed
+from bottleneck_oracle.graphdb.memory import default_embedder
 from bottleneck_oracle.prompts import load_yaml
 
 __all__ = ["INTENTS", "ON_PIPELINE", "Intent", "Slots", "classify", "embedder", "read_slots"]
@@ -24,10 +25,9 @@ NEAR = 0.9  # at least this similar to an example, a question takes its intent
 FLOOR = 0.33  # below this similarity to every example, a question is out of scope
 
 
-@functools.cache
 def embedder() -> Embedder:
-    """The sentence model, loaded once per process."""
-    return Embedder.load()
+    """The sentence model, loaded once per process: the one the findings' search uses too."""
+    return default_embedder()
 
 
 @functools.cache

@@ -7,9 +7,10 @@ of the saving the re-run measured to the saving the replay predicted says how ri
 (a test computes them again from the pairs).
 
 An interval (``interval_for``) is the recorded step less the predicted saving times those ratios, widened by
-the run-to-run spread of the rank's other steps. An edit kind no real pair has measured gets the bounds every
-such edit obeys instead: a speed-up never lengthens its step and saves at most its edited work's own time
-times (1 - 1/K); a predictor with neither says it cannot know.
+the run-to-run spread of the rank's other steps (a prediction band: Student's t on the few steps it has).
+An edit kind no real pair has measured gets the bounds every such edit obeys instead: a speed-up never
+lengthens its step and saves at most its edited work's own time times (1 - 1/K); a predictor with neither
+says it cannot know.
 """
 
 from __future__ import annotations
@@ -23,12 +24,16 @@ import numpy as np
 from bottleneck_oracle.analysis import Analysis
 from bottleneck_oracle.truth.edits import Edit
 
-__all__ = ["CALIBRATION", "Interval", "Ratios", "interval_for", "load_ratios", "ratios_of", "save_ratios",
-           "step_spread_ms"]
+__all__ = ["CALIBRATION", "Interval", "Ratios", "band_factor", "interval_for", "load_ratios", "ratios_of",
+           "save_ratios", "step_spread_ms"]
 
 CALIBRATION = Path(__file__).with_name("calibration.json")
 Z90 = 1.645  # a two-sided 90% band of a normal spread
 MAD_SIGMA = 1.4826  # a normal spread's sigma over its median absolute deviation
+# Student's t, 95th percentile, by degrees of freedom: a spread measured on few steps is itself uncertain,
+# so a 90% band for one more step is wider than the normal one (Z90 from 31 on)
+_T95 = (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771, 1.761, 1.753,
+        1.746, 1.740, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701, 1.699, 1.697)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,13 +96,21 @@ def load_ratios(path: Path = CALIBRATION) -> dict[str, Ratios]:
     return {k: Ratios(k, tuple(v["ratios"]), tuple(v["pairs"])) for k, v in doc.items()}
 
 
+def band_factor(n: int) -> float:
+    """How many sigmas either way hold one more sample 90% of the time, the sigma measured on ``n`` samples
+    (a prediction interval: Student's t with n - 1 degrees of freedom, times sqrt(1 + 1/n))."""
+    t = _T95[n - 2] if 2 <= n <= len(_T95) + 1 else Z90
+    return float(t * np.sqrt(1.0 + 1.0 / n))
+
+
 def step_spread_ms(a: Analysis, step: int, rank: int) -> tuple[float, int]:
     """A 90% band of the rank's step time from run to run (ms), from its other complete steps, and how many."""
     walls = np.array([r.wall_ns for r in a.steps if r.rank == rank and r.step != step
                       and (r.step, r.rank) not in a.partial_steps], dtype=np.float64) / 1e6
     if len(walls) < 3:
         return 0.0, len(walls)
-    return float(Z90 * MAD_SIGMA * np.median(np.abs(walls - np.median(walls)))), len(walls)
+    sigma = MAD_SIGMA * np.median(np.abs(walls - np.median(walls)))
+    return float(band_factor(len(walls)) * sigma), len(walls)
 
 
 def interval_for(a: Analysis, step: int, rank: int, edits: tuple[Edit, ...], recorded_ms: float,

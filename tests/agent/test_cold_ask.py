@@ -86,3 +86,11 @@ def test_cold_ask_process_imports_no_torch(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     assert "loading..." in out.stderr and "predicting with the graph model" not in out.stderr
     assert "embedding findings" not in out.stderr and "imported: []" in out.stderr, out.stderr[-500:]
+
+
+def test_the_question_classifier_and_the_finding_memory_share_one_sentence_model() -> None:
+    """all-MiniLM-L6-v2 holds 91 MB of weights and takes 0.3 s to load: a question that is classified and then
+    searches the findings loads it once."""
+    from bottleneck_oracle.agent.intents import embedder
+
+    assert embedder() is default_embedder()

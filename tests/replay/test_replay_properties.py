@@ -22,7 +22,8 @@ from bottleneck_oracle.whatif.predict import predict_whatif
 from tests.conftest import DATA, REAL, WILD
 from tests.tracebuilder import kernel, op, runtime, step, write
 
-_FOLDERS = sorted({p.parent for root in (REAL, WILD, DATA / "wild") for p in root.rglob("*.json.gz")})
+_FOLDERS = sorted({p.parent for root in (REAL, WILD, DATA / "wild", DATA / "resnet50_loader_workers")
+                   for p in root.rglob("*.json.gz")})
 _CACHE: dict[Path, Analysis | None] = {}
 
 
