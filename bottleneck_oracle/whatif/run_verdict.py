@@ -26,7 +26,7 @@ from bottleneck_oracle.truth.edits import parse_edit
 from bottleneck_oracle.vocabulary import Bottleneck
 from bottleneck_oracle.whatif.predict import predict_whatif
 
-__all__ = ["GPU_SATURATED_PCT", "GROUPS", "LARGE_PCT", "Cause", "RunVerdict", "run_verdict"]
+__all__ = ["GPU_SATURATED_PCT", "GROUPS", "LARGE_PCT", "LAUNCH_BOUND_GROUPS", "Cause", "RunVerdict", "run_verdict"]
 
 GPU_SATURATED_PCT = 85.0  # of the steady steps' wall: a GPU this busy has little left to give
 LARGE_PCT = 10.0  # of the median steady step: a removable cause saving this much decides the verdict
@@ -48,7 +48,7 @@ _WORDS = {"input": "the input pipeline (data loading)", "communication": "expose
 # A launch-overhead finding says the host's CPU ops are the work of issuing kernels, and its fix cuts them
 # (``replay/fix.py``): with one, that time is the launch cause's, so the time a cause exposes is the time its
 # fix takes away, and the host keeps its gaps.
-_LAUNCH_BOUND_GROUPS = {**GROUPS, "host": (("idle",), GROUPS["host"][1]),
+LAUNCH_BOUND_GROUPS = {**GROUPS, "host": (("idle",), GROUPS["host"][1]),
                         "launch": (("launch_overhead", "cpu"), GROUPS["launch"][1])}
 _LAUNCH_BOUND_WORDS = {**_WORDS, "host": "host gaps (time between the CPU ops)",
                        "launch": "the host issuing GPU work (CPU ops and kernel launches)"}
@@ -160,7 +160,7 @@ def run_verdict(a: Analysis, steady: Steady | None = None) -> RunVerdict:
     median = round(float(np.median(walls)), 3)
     launch_bound = any(f.category == Bottleneck.LAUNCH_OVERHEAD and (f.step is None or f.step in s.steady)
                        for f in a.findings)
-    groups, words = (_LAUNCH_BOUND_GROUPS, _LAUNCH_BOUND_WORDS) if launch_bound else (GROUPS, _WORDS)
+    groups, words = (LAUNCH_BOUND_GROUPS, _LAUNCH_BOUND_WORDS) if launch_bound else (GROUPS, _WORDS)
     exposed = _exposed(a, reports, groups)
     busy = _gpu_busy_pct(a, reports)
     causes = []

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from bottleneck_oracle.analysis.diff import RunDiff, diff_runs
 from bottleneck_oracle.config import Settings
 from bottleneck_oracle.errors import ConfigError, NotFoundError
-from bottleneck_oracle.whatif.run_verdict import GROUPS, RunVerdict, run_verdict
+from bottleneck_oracle.whatif.run_verdict import GROUPS, LAUNCH_BOUND_GROUPS, RunVerdict, run_verdict
 from bottleneck_oracle.workspace.diff_whatif import SYMPTOMS, whatif_between
 from bottleneck_oracle.workspace.traces import Resolved, atomic_write, open_trace
 
@@ -28,8 +28,20 @@ __all__ = ["BASELINES_NAME", "Compared", "baselines", "cause_of", "diff_traces",
 _BRIEF = 3  # movers of each kind in the agent's brief
 
 BASELINES_NAME = "baselines.json"
-# the findings behind each attribution category: those whose fix removes its group (whatif/run_verdict.py)
-_FINDINGS_OF = {c: tuple(str(f) for f in found) for cats, found in GROUPS.values() for c in cats}
+
+
+def _findings_of() -> dict[str, tuple[str, ...]]:
+    """The findings behind each attribution category: those whose fix removes its group
+    (``whatif/run_verdict.py``; a launch-overhead finding's fix takes CPU ops too)."""
+    out: dict[str, dict[str, None]] = {}
+    for groups in (GROUPS, LAUNCH_BOUND_GROUPS):
+        for cats, found in groups.values():
+            for c in cats:
+                out.setdefault(c, {}).update(dict.fromkeys(str(f) for f in found))
+    return {c: tuple(found) for c, found in out.items()}
+
+
+_FINDINGS_OF = _findings_of()
 _WORSE = {"slower": ("appeared", "grew"), "faster": ("went away", "shrank")}  # NEW's findings, by verdict
 _WORDS = {"data_loading": "data loading", "gpu_compute": "GPU compute", "cpu": "host (CPU) work",
           "launch_overhead": "kernel launch overhead", "communication": "exposed communication",

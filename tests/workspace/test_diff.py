@@ -97,6 +97,19 @@ def test_cause_of_takes_the_verdicts_direction_and_only_a_finding_that_moved_wit
     assert cause_of(replace(d, moved=d.moved | {"categories": rows["categories"][:1]})) is None  # none rose
 
 
+def test_host_work_that_rose_with_a_launch_overhead_finding_names_that_finding(settings: Settings) -> None:
+    """A launch-overhead finding's fix takes the CPU ops that issue kernels (``replay/fix.py``), so when host
+    work rises and that finding appears, it is the cause's finding, as the run's verdict counts it."""
+    d = diff_traces(PAIR / "base", PAIR / "stall", settings).diff  # slower
+    rows = {"categories": [{"category": "cpu", "base_ms": 10.0, "new_ms": 30.0, "delta_ms": 20.0}],
+            "findings": [{"category": "launch_overhead", "ranks": [0], "change": "appeared", "base_ms": 0.0,
+                          "new_ms": 18.0, "delta_ms": 18.0}]}
+    cause = cause_of(replace(d, moved=d.moved | rows))
+    assert cause is not None and cause["category"] == "cpu" and cause["finding"] == "launch_overhead"
+    assert cause["words"] == ("host (CPU) work rose from 10 to 30 ms a step: the launch_overhead finding on rank(s) 0 "
+                              "appeared")
+
+
 def test_each_run_has_its_own_verdict(settings: Settings) -> None:
     c = diff_traces(PAIR / "base", PAIR / "stall", settings)
     assert c.base_verdict is not None and c.new_verdict is not None
