@@ -6,8 +6,9 @@ The pairs (``PAIRS``):
 
 - ``loader_workers``: a data loader whose items take CPU time, with 0 workers and then 4
   (``fix dataloader_stall``); the one pair that also runs on a CPU, which the tests use.
-- ``item_sync``: a ``loss.item()`` between forward and backward, then none (``fix host_sync``): the host
-  waits for the GPU, then runs ahead of it.
+- ``grad_norm_log``: one step logs every parameter's gradient norm with ``.item()`` (a blocking sync each,
+  the GPU drained every time), then no step does (``fix host_sync step=6``: the findings name a step with
+  many more syncs than its peers).
 - ``tf32``: matmuls in FP32, then TF32 (``scale op=gemm xK``). K is what the two runs measured, the GEMM
   kernels' median time a step before over after, so the pair judges how the replay turns faster kernels into
   a step time, not a guess of K (``"k_from": "measured"`` in ``whatif.json``).
@@ -15,7 +16,7 @@ The pairs (``PAIRS``):
 Copy a pair folder under ``tests/data/`` and run ``tools/calibrate_whatif.py``; the pair then counts in every
 interval and in ``oracle eval``.
 
-Usage: ``python tools/capture_gpu_pairs.py OUT [--pairs tf32,item_sync,loader_workers] [--device cuda]``.
+Usage: ``python tools/capture_gpu_pairs.py OUT [--pairs tf32,grad_norm_log,loader_workers] [--device cuda]``.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class Job:
     vocab: int = 8192
     item_ms: float = 0.0  # CPU time each data item takes to make (a loader's preprocessing)
     num_workers: int = 0
-    item_sync: bool = False  # loss.item() between forward and backward
+    grad_norm_log_step: int = -1  # the iteration that logs each gradient's norm with .item() (-1: none)
     tf32: bool = False
 
 
@@ -98,12 +99,13 @@ def run(job: Job, out: Path) -> Path:
     raw = out / "rank0.pt.trace.json"
     with profile(activities=activities, schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE),
                  on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
-        for tokens, targets in loader:
+        for i, (tokens, targets) in enumerate(loader):  # iteration i is ProfilerStep#i
             loss = model(tokens.to(device, non_blocking=True), targets.to(device, non_blocking=True))
-            if job.item_sync:
-                loss.item()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            if i == job.grad_norm_log_step:  # a logging loop: each .item() waits for the GPU to drain
+                for param in model.parameters():
+                    param.grad.norm().item()
             optimizer.step()
             prof.step()
     with raw.open("rb") as src, gzip.open(out / "rank0.pt.trace.json.gz", "wb") as dst:
@@ -137,7 +139,7 @@ def _tf32_edit(before: Path, after: Path) -> str:
 PAIRS: dict[str, Callable[[Job], Pair]] = {
     "loader_workers": lambda j: Pair(replace(j, item_ms=3.0), replace(j, item_ms=3.0, num_workers=4),
                                      lambda b, a: "fix dataloader_stall"),
-    "item_sync": lambda j: Pair(replace(j, item_sync=True), j, lambda b, a: "fix host_sync"),
+    "grad_norm_log": lambda j: Pair(replace(j, grad_norm_log_step=6), j, lambda b, a: "fix host_sync step=6"),
     "tf32": lambda j: Pair(j, replace(j, tf32=True), _tf32_edit),
 }
 
