@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from bottleneck_oracle.analysis.analysis import Analysis
+from bottleneck_oracle.gnn.shipped import SHIPPED_CHECKPOINT
 from bottleneck_oracle.gnn.data import StepGraph, step_graphs
 from bottleneck_oracle.gnn.edits import edit_features
 from bottleneck_oracle.gnn.familiar import Familiarity, TrainingSteps
@@ -28,7 +29,6 @@ from bottleneck_oracle.replay.interference import interference_levers
 
 __all__ = ["SHIPPED_CHECKPOINT", "StepPrediction", "Predictor"]
 
-SHIPPED_CHECKPOINT = Path(__file__).parent / "checkpoint"
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from bottleneck_oracle.analysis.analysis import Analysis
 from bottleneck_oracle.graphdb.store import GraphStore
 from bottleneck_oracle.graphdb.tables import step_key
 
-__all__ = ["Prediction", "load_prediction", "model_predictions", "MODEL_NAME"]
+__all__ = ["Prediction", "load_prediction", "model_predictions", "MODEL_NAME", "stored_predictions"]
 
 MODEL_NAME = "heterogat"
 
@@ -81,6 +81,18 @@ def load_prediction(store: GraphStore, p: Prediction) -> int:
         })
         rated += int(result.rows[0]["created"]) if result.rows else 0
     return rated
+
+
+def stored_predictions(store: GraphStore, trace_id: str, checkpoint: Path | None = None) -> int:
+    """How many of the trace's stored predictions are the checkpoint's (the shipped one by default): of its
+    version and stored after its weights were written; 0 when any is older (the model was retrained since)."""
+    from bottleneck_oracle.gnn.shipped import checkpoint_stamp  # no torch: the stamp is read from files
+
+    version, written = checkpoint_stamp(checkpoint)
+    rows = store.read("prediction_state", {"trace": trace_id, "model": MODEL_NAME, "version": version})
+    if not version or not rows or rows[0]["oldest"] is None or float(rows[0]["oldest"]) < written:
+        return 0
+    return int(rows[0]["predictions"])
 
 
 def model_predictions(a: Analysis, trace_id: str, checkpoint: Path | None = None) -> list[Prediction]:

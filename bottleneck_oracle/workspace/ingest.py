@@ -25,7 +25,7 @@ from bottleneck_oracle.graphdb import (
 )
 from bottleneck_oracle.graphdb import playbook as graph_playbook
 from bottleneck_oracle.graphdb.memory import default_embedder, embed_findings, findings_embedded
-from bottleneck_oracle.graphdb.predictions import load_prediction, model_predictions
+from bottleneck_oracle.graphdb.predictions import load_prediction, model_predictions, stored_predictions
 from bottleneck_oracle.workspace.traces import open_trace
 
 __all__ = ["Ingested", "ingest"]
@@ -108,8 +108,8 @@ def ingest(paths: Sequence[Path], settings: Settings, *, detail: Detail = Detail
         report = load_analysis(store, a, trace_id=tid, name=name, detail=detail, hops=hops, progress=progress,
                                executor=_rank_loader(settings, say), settings=settings)
         embedded = _remember_findings(store, a, tid, say) if memory else 0
-        predictions = 0
-        if predict:
+        predictions = stored_predictions(store, tid) if report.outcome == "unchanged" else 0
+        if predict and not predictions:  # an unchanged trace keeps the current model's predictions
             say("predicting with the graph model")
             for prediction in model_predictions(a, tid):
                 load_prediction(store, prediction)

@@ -57,3 +57,28 @@ def test_ingest_without_the_embed_extra_skips_the_finding_memory(tmp_path: Path)
     skipped = [line for line in lines if line.startswith("stage: skipping finding embeddings")]
     assert len(skipped) == 1 and "embed" in skipped[0] and "\n" not in skipped[0]
     assert lines[-1] == "outcome: loaded 0"
+
+
+def test_an_unchanged_trace_keeps_the_models_predictions_until_the_model_is_newer(tmp_path: Path) -> None:
+    """Ingesting a trace again runs nothing (5 s of torch and the graph model before); a checkpoint written
+    after the predictions were stored makes them stale."""
+    import shutil
+
+    from bottleneck_oracle.gnn.shipped import SHIPPED_CHECKPOINT
+    from bottleneck_oracle.graphdb.predictions import stored_predictions
+
+    settings = Settings(home=tmp_path / "home", workers=1)
+    stages: list[str] = []
+    try:
+        first = ingest([GPT], settings, detail=Detail.SUMMARY, memory=False)
+        again = ingest([GPT], settings, detail=Detail.SUMMARY, memory=False, stage=stages.append)
+        retrained = Path(shutil.copytree(SHIPPED_CHECKPOINT, tmp_path / "retrained"))
+        (retrained / "model.pt").touch()  # written now: after the stored predictions
+        with open_store(settings) as store:
+            kept = stored_predictions(store, first.report.trace_id)
+            stale = stored_predictions(store, first.report.trace_id, retrained)
+    finally:
+        stop_server(tmp_path / "home")
+    assert first.predictions > 0 and again.predictions == kept == first.predictions
+    assert again.report.outcome == "unchanged" and "predicting with the graph model" not in stages
+    assert stale == 0
