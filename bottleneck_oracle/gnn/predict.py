@@ -16,19 +16,18 @@ import numpy as np
 import torch
 
 from bottleneck_oracle.analysis.analysis import Analysis
-from bottleneck_oracle.gnn.shipped import SHIPPED_CHECKPOINT
 from bottleneck_oracle.gnn.data import StepGraph, step_graphs
 from bottleneck_oracle.gnn.edits import edit_features
 from bottleneck_oracle.gnn.familiar import Familiarity, TrainingSteps
 from bottleneck_oracle.gnn.hetero import model_inputs
 from bottleneck_oracle.gnn.model import interference_ms
+from bottleneck_oracle.gnn.shipped import SHIPPED_CHECKPOINT
 from bottleneck_oracle.gnn.train import Checkpoint, load_checkpoint
 from bottleneck_oracle.gnn.walk import global_scores, walk
 from bottleneck_oracle.replay.engine import Edit, node_speedups
 from bottleneck_oracle.replay.interference import interference_levers
 
 __all__ = ["SHIPPED_CHECKPOINT", "StepPrediction", "Predictor"]
-
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,9 +30,9 @@ from bottleneck_oracle.gnn.data import FEATURES, NODE_TYPES, StepGraph
 from bottleneck_oracle.gnn.edits import edit_features
 from bottleneck_oracle.gnn.hetero import model_inputs
 from bottleneck_oracle.gnn.model import HeteroGAT, ModelConfig, Output, interference_ms
+from bottleneck_oracle.gnn.shipped import CONFIG_FILE, WEIGHTS_FILE
 from bottleneck_oracle.gnn.walk import global_scores, path_loss, walk
 from bottleneck_oracle.graph.op_classes import OP_CLASSES
-from bottleneck_oracle.gnn.shipped import CONFIG_FILE, WEIGHTS_FILE
 
 __all__ = ["TrainConfig", "Checkpoint", "train", "refit_heads", "save_checkpoint", "load_checkpoint", "items",
            "loss_of", "graph_of", "log_corrected_error", "Item", "constant_kappa", "CHECKPOINT_VERSION", "record_metrics"]

@@ -75,7 +75,8 @@ def apply_fix(a: Analysis, edit: Edit, step: int, edge_scale: np.ndarray, speedu
         return hit, (f"{edit}: {hit} send/recv transfers back to the time of the same transfer in the rank's "
                      "other steps (the k-th of the step, median)")
     hit, removed_ms = 0, 0.0
-    lateness = _lateness(a) if edit.category == Bottleneck.STRAGGLER_RANK else {}
+    # a chronic straggler's cut is its lateness in each step: the collectives' arrivals, read only then
+    lateness = _lateness(a) if any(f.step is None and f.category == Bottleneck.STRAGGLER_RANK for f in found) else {}
     for f in found:
         for report, ranks in _reports(a, f):
             edges = _kernels.walk_back(a.points.binding, a.points.src, a.points.t, report.end_point, report.start_ns)

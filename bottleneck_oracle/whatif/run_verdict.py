@@ -65,7 +65,7 @@ class Cause:
         saving_ms (float | None): what fixing its findings saves a steady step (median), None without one.
         interval_ms (tuple[float, float] | None): the saving's interval, from the what-if's.
         edits (tuple[str, ...]): the edits that predicted it.
-        what (str): the cause in words (default: the group's).
+        what (str): the cause in words.
     """
 
     name: str
@@ -76,12 +76,8 @@ class Cause:
     edits: tuple[str, ...] = ()
     what: str = ""
 
-    @property
-    def words(self) -> str:
-        return self.what or _WORDS[self.name]
-
     def to_json(self) -> dict[str, object]:
-        return {"cause": self.name, "what": self.words, "exposed_ms": self.exposed_ms, "exposed_pct": self.exposed_pct,
+        return {"cause": self.name, "what": self.what, "exposed_ms": self.exposed_ms, "exposed_pct": self.exposed_pct,
                 "saving_ms": self.saving_ms, "saving_interval_ms": list(self.interval_ms) if self.interval_ms else None,
                 "edits": list(self.edits)}
 
@@ -125,7 +121,7 @@ class RunVerdict:
             return f"The run is GPU-bound over {n}: {gpu}, and nothing removable takes {LARGE_PCT:g}% of a step."
         c = self.cause
         assert c is not None
-        what = f"{c.words} takes {c.exposed_ms:g} ms ({c.exposed_pct:g}%) of a step's critical path"
+        what = f"{c.what} takes {c.exposed_ms:g} ms ({c.exposed_pct:g}%) of a step's critical path"
         if c.saving_ms is not None:
             lo_hi = f" ({c.interval_ms[0]:g} to {c.interval_ms[1]:g})" if c.interval_ms else ""
             what += f"; removing it saves {c.saving_ms:g} ms{lo_hi} a step ({', '.join(c.edits)})"
